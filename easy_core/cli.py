@@ -1,0 +1,204 @@
+"""The `easy` command. Every user error prints one clear message and exits 2, never a traceback."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+from easy_core.config import load_yaml_model
+from easy_core.errors import EasyError
+from easy_core.evaluation import EvalSpec, evaluate, write_results
+from easy_core.graph import parse_plan, validate_plan
+from easy_core.params import load_params
+from easy_core.schemas import EvalMetrics, PoolConfig
+
+app = typer.Typer(
+    help="easy: an efficient orchestrator for heterogeneous LLM and tool pools.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+plan_app = typer.Typer(help="Work with orchestrator plans.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks; figures are recorded in docs/BENCHMARKS.md.", no_args_is_help=True)
+app.add_typer(plan_app, name="plan")
+app.add_typer(bench_app, name="bench")
+
+# Piped output (CI logs, files) gets a wide table instead of rich's 80-column default.
+out = Console(width=None if sys.stdout.isatty() else 140)
+err = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_PARAMS = Path("params.yaml")
+ParamsOption = Annotated[
+    Path | None,
+    typer.Option("--params", help="params.yaml to read; defaults to ./params.yaml if present."),
+]
+
+
+def user_errors(func: F) -> F:
+    """Turn an EasyError into its message on stderr and exit code 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except EasyError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def resolve_params(path: Path | None):
+    if path is None:
+        path = DEFAULT_PARAMS if DEFAULT_PARAMS.is_file() else None
+    return load_params(path)
+
+
+def metrics_table(rows: list[EvalMetrics], title: str = "results") -> Table:
+    table = Table(title=title)
+    for column in ("policy", "mode", "n", "success", "95% CI", "cost $", "makespan s", "tokens", "reward"):
+        table.add_column(column, justify="left" if column in ("policy", "mode") else "right")
+    for m in rows:
+        table.add_row(
+            m.policy,
+            "sequential" if m.sequential else "parallel",
+            str(m.n),
+            f"{m.success_rate:.3f}",
+            f"{m.success_ci95[0]:.3f}-{m.success_ci95[1]:.3f}",
+            f"{m.mean_cost_usd:.5f}",
+            f"{m.mean_makespan_s:.2f}",
+            f"{m.mean_tokens:.0f}",
+            f"{m.mean_reward:.3f}",
+        )
+    return table
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+
+
+@app.command("eval")
+@user_errors
+def eval_command(
+    policy: Annotated[str, typer.Option(help="strongest, cheapest, random, greedy, oracle")],
+    pool: Annotated[Path, typer.Option(help="pool YAML, e.g. configs/pools/sim-default.yaml")],
+    suite: Annotated[str, typer.Option(help="task suite")] = "sim",
+    n: Annotated[int, typer.Option(min=1, help="number of tasks")] = 200,
+    seed: Annotated[int, typer.Option(help="task and outcome seed")] = 0,
+    split: Annotated[str, typer.Option(help="train or test")] = "test",
+    sequential: Annotated[bool, typer.Option(help="run each plan one step at a time")] = False,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="write episodes.jsonl, metrics.json")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print metrics as JSON")] = False,
+    params_path: ParamsOption = None,
+) -> None:
+    """Evaluate one policy on a suite and a pool."""
+    params = resolve_params(params_path)
+    spec = EvalSpec(suite, policy, pool, n, seed, split, sequential)
+    with progress_bar() as progress:
+        bar = progress.add_task(f"{policy} on {suite}", total=n)
+        metrics, trajectories = evaluate(
+            spec, params, on_episode=lambda k: progress.advance(bar, k)
+        )
+    if out_dir is not None:
+        write_results(out_dir, metrics, trajectories)
+    if as_json:
+        print(metrics.model_dump_json(indent=2))
+    else:
+        out.print(metrics_table([metrics], f"{suite} / {metrics.pool}"))
+        if out_dir is not None:
+            out.print(f"wrote {out_dir}/episodes.jsonl and {out_dir}/metrics.json")
+
+
+@plan_app.command("validate")
+@user_errors
+def plan_validate(
+    file: Annotated[Path, typer.Argument(help="a JSON plan (one orchestrator turn)")],
+    pool: Annotated[Path | None, typer.Option(help="pool YAML whose executors the plan may use")] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """Print `valid`, or the problem and exit 2."""
+    params = resolve_params(params_path)
+    executors = None
+    if pool is not None:
+        executors = [p.name for p in load_yaml_model(pool, PoolConfig).executors]
+    try:
+        text = file.read_bytes()
+    except OSError as exc:
+        raise EasyError(f"{file}: cannot read: {exc.strerror}") from None
+    plan = parse_plan(text)
+    validate_plan(plan, executors, max_steps=params.limits.max_steps_per_plan)
+    out.print("valid")
+
+
+@bench_app.command("engine")
+@user_errors
+def bench_engine(
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
+    runs: Annotated[int, typer.Option(min=1, help="wall-time DAG runs")] = 5,
+    steps: Annotated[int, typer.Option(min=2, help="steps per DAG")] = 50,
+    episodes: Annotated[int, typer.Option(min=1, help="episodes for the throughput figure")] = 3000,
+    params_path: ParamsOption = None,
+) -> None:
+    """Engine overhead on wall-time DAGs, and sim throughput on one core."""
+    from easy_core.bench import engine_benchmark
+
+    figures = engine_benchmark(resolve_params(params_path), runs=runs, steps=steps, episodes=episodes)
+    if as_json:
+        print(json.dumps(figures, indent=2))
+        return
+    table = Table(title="engine benchmark")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    out.print(table)
+
+
+@bench_app.command("baselines")
+@user_errors
+def bench_baselines(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    n: Annotated[int, typer.Option(min=1, help="held-out tasks")] = 1000,
+    seed: Annotated[int, typer.Option()] = 0,
+    out_file: Annotated[Path | None, typer.Option("--out", help="write all metrics as JSON")] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """Every baseline, parallel and sequential, on the same held-out sim tasks."""
+    from easy_core.bench import baseline_table
+    from easy_core.storage import atomic_write_text
+
+    rows = baseline_table(resolve_params(params_path), pool, n=n, seed=seed)
+    out.print(metrics_table(rows, f"baselines on {n} held-out sim tasks ({pool})"))
+    if out_file is not None:
+        atomic_write_text(out_file, json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Evaluation: a policy on a suite and a pool -> trajectories and summary metrics."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from easy_core.executors.pool import BackendContext, ExecutorPool
+from easy_core.executors.simulated import SimWorld
+from easy_core.params import Params
+from easy_core.policies import get_policy
+from easy_core.runtime.clock import TimeMode, new_event_loop
+from easy_core.runtime.episode import EpisodeRunner
+from easy_core.schemas import EvalMetrics, Task, Trajectory
+from easy_core.stats import mean, wilson_interval
+from easy_core.storage import write_json, write_jsonl
+from easy_core.suites import get_suite
+
+ProgressCallback = Callable[[int], None]
+
+
+@dataclass
+class EvalSpec:
+    suite: str
+    policy: str
+    pool: str | Path
+    n: int
+    seed: int = 0
+    split: str = "test"
+    sequential: bool = False
+    mode: TimeMode = "virtual"
+
+
+def load_pool(path: str | Path, params: Params) -> ExecutorPool:
+    return ExecutorPool.from_yaml(path, BackendContext(world=SimWorld(params.sim, params.capability)))
+
+
+def run_episodes(
+    tasks: Iterable[Task],
+    runner: EpisodeRunner,
+    policy_name: str,
+    seed: int,
+    mode: TimeMode = "virtual",
+    on_episode: ProgressCallback | None = None,
+) -> list[Trajectory]:
+    """Episodes one after another on one event loop (each has the pool's slots to itself)."""
+    policy = get_policy(policy_name)
+
+    async def run_all() -> list[Trajectory]:
+        trajectories = []
+        for task in tasks:
+            trajectories.append(await runner.run(task, policy, seed))
+            if on_episode is not None:
+                on_episode(1)
+        return trajectories
+
+    loop = new_event_loop(mode)
+    try:
+        return loop.run_until_complete(run_all())
+    finally:
+        loop.close()
+
+
+def evaluate(
+    spec: EvalSpec, params: Params, on_episode: ProgressCallback | None = None
+) -> tuple[EvalMetrics, list[Trajectory]]:
+    suite = get_suite(spec.suite, params)
+    pool = load_pool(spec.pool, params)
+    get_policy(spec.policy)  # fail on an unknown name before any work
+    runner = EpisodeRunner(pool, params, suite.check, sequential=spec.sequential)
+    tasks = suite.tasks(spec.split, spec.n, spec.seed)
+    trajectories = run_episodes(tasks, runner, spec.policy, spec.seed, spec.mode, on_episode)
+    return summarize(trajectories, spec, pool.name), trajectories
+
+
+def summarize(trajectories: list[Trajectory], spec: EvalSpec, pool_name: str) -> EvalMetrics:
+    n = len(trajectories)
+    successes = sum(t.correct for t in trajectories)
+    return EvalMetrics(
+        suite=spec.suite,
+        policy=spec.policy,
+        pool=pool_name,
+        split=spec.split,
+        n=n,
+        seed=spec.seed,
+        sequential=spec.sequential,
+        success_rate=successes / n if n else 0.0,
+        success_ci95=wilson_interval(successes, n),
+        mean_cost_usd=mean([t.metrics.cost_usd for t in trajectories]),
+        mean_makespan_s=mean([t.metrics.makespan_s for t in trajectories]),
+        mean_tokens=mean([float(t.metrics.tokens) for t in trajectories]),
+        mean_reward=mean([t.reward.total for t in trajectories]),
+        mean_reward_correct=mean([t.reward.correct for t in trajectories]),
+        mean_reward_efficiency=mean([t.reward.efficiency for t in trajectories]),
+        mean_reward_completeness=mean([t.reward.completeness for t in trajectories]),
+        end_reasons=dict(Counter(t.end_reason for t in trajectories)),
+    )
+
+
+def write_results(out_dir: str | Path, metrics: EvalMetrics, trajectories: list[Trajectory]) -> None:
+    out = Path(out_dir)
+    write_jsonl(out / "episodes.jsonl", trajectories)
+    write_json(out / "metrics.json", metrics)

@@ -1,0 +1,46 @@
+"""The executor protocol every backend implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from easy_core.schemas import ExecutorProfile, StepResult, Task
+
+
+@dataclass(frozen=True, slots=True)
+class StepRequest:
+    """What an executor receives for one step; `inputs` are the results of the step's direct
+    dependencies, the only context it is given."""
+
+    step_id: str
+    instruction: str
+    task: Task
+    covers: tuple[str, ...] = ()
+    inputs: tuple[StepResult, ...] = ()
+    max_output_tokens: int = 4096
+    seed: int = 0
+
+
+class Executor(Protocol):
+    profile: ExecutorProfile
+
+    async def run(self, request: StepRequest) -> StepResult:
+        """Run the step. Failures are reported in the result (status "failed", `error`), not
+        raised; the engine adds timing, timeouts and cancellation."""
+        ...
+
+    def estimate_input_tokens(self, request: StepRequest) -> int:
+        """Input tokens the step will be charged for (an upper estimate), so the ledger can
+        refuse a step before it starts."""
+        ...
+
+    def output_token_cap(self, request: StepRequest) -> int:
+        """The most output tokens this step can be charged for: the `max_tokens` an LLM backend
+        sends, or what a deterministic backend knows it will produce."""
+        ...
+
+
+def approx_tokens(text: str) -> int:
+    """Rough token count of plain text (4 characters a token), for estimates only."""
+    return (len(text) + 3) // 4

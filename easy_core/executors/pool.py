@@ -1,0 +1,156 @@
+"""Executor pools: the registry built from a pool YAML, per-executor concurrency limits, and the
+per-episode cost ledger that enforces the hard budget."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from easy_core.config import load_yaml_model
+from easy_core.errors import ConfigError
+from easy_core.executors.base import Executor, StepRequest
+from easy_core.executors.simulated import SimExecutor, SimWorld
+from easy_core.schemas import ExecutorProfile, PoolConfig
+
+ExecutorFactory = Callable[[ExecutorProfile, "BackendContext"], Executor]
+
+
+@dataclass
+class BackendContext:
+    """What backends may need besides their profile."""
+
+    world: SimWorld = field(default_factory=SimWorld)
+
+
+BACKENDS: dict[str, ExecutorFactory] = {
+    "sim": lambda profile, ctx: SimExecutor(profile, ctx.world),
+}
+
+
+class ExecutorPool:
+    def __init__(self, config: PoolConfig, context: BackendContext | None = None):
+        self.config = config
+        self.context = context or BackendContext()
+        self.executors: dict[str, Executor] = {}
+        for profile in config.executors:
+            factory = BACKENDS.get(profile.backend)
+            if factory is None:
+                raise ConfigError(
+                    f"pool {config.name!r}: executor {profile.name!r} has backend "
+                    f"{profile.backend!r}, which this install cannot run; available: "
+                    f"{', '.join(sorted(BACKENDS))}"
+                )
+            self.executors[profile.name] = factory(profile, self.context)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, context: BackendContext | None = None) -> ExecutorPool:
+        return cls(load_yaml_model(path, PoolConfig), context)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def profiles(self) -> list[ExecutorProfile]:
+        return self.config.executors
+
+    def profile(self, name: str) -> ExecutorProfile:
+        return self.executors[name].profile
+
+    def session(self, budget_usd: float) -> PoolSession:
+        return PoolSession(self, CostLedger(budget_usd))
+
+
+@dataclass
+class LedgerEntry:
+    step_id: str
+    executor: str
+    cost_usd: float
+
+
+class CostLedger:
+    """Spend of one episode. A step reserves its worst-case cost before it starts and settles
+    the real cost when it ends, so spend never passes the budget even with steps in flight."""
+
+    def __init__(self, budget_usd: float):
+        self.budget_usd = budget_usd
+        self.spent_usd = 0.0
+        self.reserved_usd = 0.0
+        self.entries: list[LedgerEntry] = []
+
+    @property
+    def remaining_usd(self) -> float:
+        return self.budget_usd - self.spent_usd - self.reserved_usd
+
+    def try_reserve(self, amount_usd: float) -> bool:
+        if amount_usd > self.remaining_usd + 1e-15:
+            return False
+        self.reserved_usd += amount_usd
+        return True
+
+    def settle(self, step_id: str, executor: str, reserved_usd: float, cost_usd: float) -> float:
+        """Release the reservation and charge the real cost, capped at what was reserved (a
+        reservation is the most a step may cost). Returns the charged amount."""
+        charged = min(cost_usd, reserved_usd)
+        self.reserved_usd = max(0.0, self.reserved_usd - reserved_usd)
+        self.spent_usd += charged
+        self.entries.append(LedgerEntry(step_id, executor, charged))
+        return charged
+
+    def by_executor(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for entry in self.entries:
+            totals[entry.executor] = totals.get(entry.executor, 0.0) + entry.cost_usd
+        return totals
+
+
+class ExecutorSlots:
+    """FIFO concurrency slots of one executor. `acquire(start)` calls `start` now if a slot is
+    free and returns True; otherwise queues it, to be called when a slot is released."""
+
+    def __init__(self, capacity: int):
+        self.free = capacity
+        self.queue: deque[Callable[[], None]] = deque()
+
+    def acquire(self, start: Callable[[], None]) -> bool:
+        if self.free > 0 and not self.queue:
+            self.free -= 1
+            start()
+            return True
+        self.queue.append(start)
+        return False
+
+    def release(self) -> None:
+        if self.queue:
+            self.queue.popleft()()
+        else:
+            self.free += 1
+
+    def withdraw(self, start: Callable[[], None]) -> None:
+        self.queue.remove(start)
+
+
+class PoolSession:
+    """The pool as one episode sees it: its own concurrency slots and its own ledger."""
+
+    def __init__(self, pool: ExecutorPool, ledger: CostLedger):
+        self.pool = pool
+        self.ledger = ledger
+        self._slots = {
+            name: ExecutorSlots(executor.profile.max_concurrency)
+            for name, executor in pool.executors.items()
+        }
+
+    def executor(self, name: str) -> Executor:
+        return self.pool.executors[name]
+
+    def slots(self, name: str) -> ExecutorSlots:
+        return self._slots[name]
+
+    def cost_upper_bound(self, request: StepRequest, executor: Executor) -> float:
+        profile = executor.profile
+        return profile.cost_usd(
+            executor.estimate_input_tokens(request), executor.output_token_cap(request)
+        )

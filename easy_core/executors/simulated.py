@@ -1,0 +1,169 @@
+"""The `sim` backend: a profile-driven, deterministic simulator of executors (DESIGN.md,
+"Simulated world"). It calls no model; it scores a step on the latent subtasks it covers.
+
+Outcome of a step on subtask t, for executor e and episode seed s:
+  p = expected_success(e, skill(t), difficulty(t))
+      * missing_context_penalty ** (prerequisites of t whose results are not in the step's context)
+      * multi_cover_factor ** (subtasks this step already did before t)
+  correct(t) = hardness(s, task, t, e) < p  and every prerequisite result in context is correct
+`hardness` is uniform on (0, 1) and correlated across executors (hard instances are hard for
+every model), so a stronger executor is more likely, not certain, to succeed where a weaker one
+failed. Everything is a pure function of (seed, task, covered subtasks, executor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from statistics import NormalDist
+
+from easy_core.capability import expected_success
+from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.params import CapabilityParams, SimParams
+from easy_core.schemas import ExecutorProfile, StepResult, Subtask, Task
+
+_NORMAL = NormalDist()
+
+
+def unit_hash(key: str) -> float:
+    """A deterministic uniform number in (0, 1) from a string key."""
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") + 0.5) / 2.0**64
+
+
+class SimWorld:
+    """The rules of the simulated world, shared by every sim executor and the oracle."""
+
+    def __init__(self, sim: SimParams | None = None, capability: CapabilityParams | None = None):
+        self.sim = sim or SimParams()
+        self.capability = capability or CapabilityParams()
+        self._shared = math.sqrt(self.sim.shared_hardness)
+        self._own = math.sqrt(1.0 - self.sim.shared_hardness)
+
+    def hardness(self, seed: int, task_id: str, subtask_id: str, executor: str) -> float:
+        z_shared = _NORMAL.inv_cdf(unit_hash(f"{seed}|{task_id}|{subtask_id}"))
+        z_own = _NORMAL.inv_cdf(unit_hash(f"{seed}|{task_id}|{subtask_id}|{executor}"))
+        return _NORMAL.cdf(self._shared * z_shared + self._own * z_own)
+
+    def success_probability(self, profile: ExecutorProfile, subtask: Subtask) -> float:
+        return expected_success(
+            profile, subtask.skill, subtask.difficulty, self.capability.difficulty_slope
+        )
+
+    def would_succeed(self, seed: int, task: Task, subtask: Subtask, profile: ExecutorProfile) -> bool:
+        """Outcome of `profile` on `subtask` alone, with all prerequisite results correct and in
+        context: what the oracle may know."""
+        return self.hardness(seed, task.id, subtask.id, profile.name) < self.success_probability(
+            profile, subtask
+        )
+
+    def simulate(self, profile: ExecutorProfile, request: StepRequest) -> StepResult:
+        """Score the step; `latency_s` is the modelled latency the caller waits for."""
+        task = request.task
+        seed = request.seed
+        covered = [task.subtask(sub_id) for sub_id in request.covers]
+        own_tokens = approx_tokens(request.instruction) + sum(s.input_tokens for s in covered)
+        if own_tokens > profile.context_window:
+            return StepResult(
+                step_id=request.step_id,
+                executor=profile.name,
+                status="failed",
+                error=f"context window exceeded: {own_tokens} > {profile.context_window} tokens",
+                covers=list(request.covers),
+            )
+        # Context from dependencies is packed in order; what does not fit is lost.
+        tokens_in = own_tokens
+        available: dict[str, str] = {}
+        for result in request.inputs:
+            if tokens_in + result.tokens_out > profile.context_window:
+                continue
+            tokens_in += result.tokens_out
+            available.update(result.sub_answers)
+
+        answers: dict[str, str] = {}
+        all_correct = bool(covered)
+        tokens_out = 0
+        for position, sub in enumerate(covered):
+            p = self.success_probability(profile, sub)
+            inputs_correct = True
+            missing = 0
+            for prereq in sub.depends_on:
+                if prereq in available:
+                    inputs_correct &= available[prereq] == task.subtask(prereq).gold
+                else:
+                    missing += 1
+            p *= self.sim.missing_context_penalty**missing
+            p *= self.sim.multi_cover_factor**position
+            ok = inputs_correct and self.hardness(seed, task.id, sub.id, profile.name) < p
+            answer = sub.gold if ok else f"wrong-{sub.id}-{int(p * 1000):03d}"
+            answers[sub.id] = answer
+            available[sub.id] = answer
+            all_correct &= ok
+            tokens_out += max(1, round(sub.output_tokens * profile.verbosity))
+        if not covered:
+            tokens_out = 1
+        step_key = f"{seed}|{task.id}|{','.join(request.covers)}|{profile.name}"
+        if tokens_out > request.max_output_tokens:
+            tokens_out = request.max_output_tokens
+            all_correct = False
+            answers = {}
+        reliable = unit_hash(step_key + "|check") < profile.self_check_reliability
+        self_check = all_correct if reliable else not all_correct
+        sigma = self.sim.latency_jitter
+        jitter = math.exp(sigma * _NORMAL.inv_cdf(unit_hash(step_key + "|latency")) - sigma**2 / 2)
+        latency = profile.latency
+        latency_s = jitter * (
+            latency.ttft_s
+            + tokens_in / latency.prefill_tokens_per_s
+            + tokens_out / latency.tokens_per_s
+        )
+        return StepResult(
+            step_id=request.step_id,
+            executor=profile.name,
+            status="ok",
+            output="; ".join(f"{sub_id}={answer}" for sub_id, answer in answers.items()),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=profile.cost_usd(tokens_in, tokens_out),
+            latency_s=latency_s,
+            self_check=self_check if covered else None,
+            covers=list(request.covers),
+            sub_answers=answers,
+        )
+
+
+class SimExecutor:
+    """A sim executor waits its modelled latency on the event loop's clock: instantly on the
+    virtual-time loop, for real on a normal loop (wall time)."""
+
+    def __init__(self, profile: ExecutorProfile, world: SimWorld):
+        self.profile = profile
+        self.world = world
+
+    def simulate(self, request: StepRequest) -> StepResult:
+        """The step's result at once; `latency_s` is how long it would take."""
+        return self.world.simulate(self.profile, request)
+
+    async def run(self, request: StepRequest) -> StepResult:
+        result = self.world.simulate(self.profile, request)
+        if result.latency_s > 0:
+            await asyncio.sleep(result.latency_s)
+        return result
+
+    def estimate_input_tokens(self, request: StepRequest) -> int:
+        task = request.task
+        return (
+            approx_tokens(request.instruction)
+            + sum(task.subtask(sub_id).input_tokens for sub_id in request.covers)
+            + sum(result.tokens_out for result in request.inputs)
+        )
+
+    def output_token_cap(self, request: StepRequest) -> int:
+        if not request.covers:
+            return 1
+        needed = sum(
+            max(1, round(request.task.subtask(sub_id).output_tokens * self.profile.verbosity))
+            for sub_id in request.covers
+        )
+        return min(needed, request.max_output_tokens)

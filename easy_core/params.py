@@ -1,0 +1,85 @@
+"""Every knob of every stage (params.yaml). Defaults here are the embedded CPU default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from easy_core.config import load_yaml_model
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LimitParams(_Section):
+    max_steps_per_plan: int = Field(64, ge=1)
+
+
+class RuntimeParams(_Section):
+    max_milestones: int = Field(4, ge=1)
+    step_timeout_s: float = Field(300.0, gt=0)
+    repair_turns: int = Field(1, ge=0)
+
+
+class CapabilityParams(_Section):
+    difficulty_slope: float = Field(
+        0.6, ge=0, description="logit change of success per difficulty level away from 3"
+    )
+
+
+class SimParams(_Section):
+    shared_hardness: float = Field(
+        0.7, ge=0, le=1, description="correlation of outcomes across executors on one subtask"
+    )
+    missing_context_penalty: float = Field(
+        0.3, ge=0, le=1, description="success multiplier per prerequisite result missing in context"
+    )
+    multi_cover_factor: float = Field(
+        0.95, ge=0, le=1, description="success multiplier for each further subtask in one step"
+    )
+    latency_jitter: float = Field(0.1, ge=0, description="lognormal sigma of step latency")
+    budget_usd_per_1m_tokens: float = Field(
+        12.0, gt=0, description="task cost budget: its tokens times this price"
+    )
+    budget_time_factor: float = Field(
+        3.0, gt=0, description="task time budget: this times its critical path at 40 tok/s"
+    )
+
+
+class RewardParams(_Section):
+    w_correct: float = 1.0
+    w_efficiency: float = 0.3
+    w_completeness: float = 0.2
+    cost_share: float = Field(
+        0.5, ge=0, le=1, description="weight of cost against makespan inside efficiency"
+    )
+
+
+class PolicyParams(_Section):
+    greedy_threshold: float = Field(0.75, ge=0, le=1)
+
+
+class EvalParams(_Section):
+    suite: str = "sim"
+    split: str = "test"
+    n: int = Field(500, ge=1)
+    seed: int = 0
+
+
+class Params(_Section):
+    limits: LimitParams = LimitParams()
+    runtime: RuntimeParams = RuntimeParams()
+    capability: CapabilityParams = CapabilityParams()
+    sim: SimParams = SimParams()
+    reward: RewardParams = RewardParams()
+    policies: PolicyParams = PolicyParams()
+    eval: EvalParams = EvalParams()
+
+
+def load_params(path: str | Path | None) -> Params:
+    """Read params.yaml; `None` gives the embedded defaults."""
+    if path is None:
+        return Params()
+    return load_yaml_model(path, Params)
