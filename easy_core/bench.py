@@ -108,7 +108,9 @@ def bench_pool() -> ExecutorPool:
         capability={"arithmetic": {"success": 1.0, "n": 0}},  # type: ignore[dict-item]
     )
     world = SimWorld(SimParams(latency_jitter=0.0))
-    return ExecutorPool(PoolConfig(name="bench", executors=[profile]), BackendContext(world=world))
+    return ExecutorPool.from_config(
+        PoolConfig(name="bench", executors=[profile]), BackendContext(world=world)
+    )
 
 
 def makespan_ratio(task: Task, pool: ExecutorPool, engine: LocalEngine) -> float:
@@ -156,7 +158,9 @@ def engine_benchmark(params: Params, runs: int = 5, steps: int = 50, episodes: i
     pool = bench_pool()
     tasks = [random_dag_task(steps, 6, rng) for _ in range(runs)]
     figures: dict[str, float | int | str] = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": (
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        ),
         "dag_steps": steps,
         "dag_runs": runs,
         "dag_min_width": min(width(plan_graph(plan_for(t))) for t in tasks),
@@ -170,7 +174,9 @@ def engine_benchmark(params: Params, runs: int = 5, steps: int = 50, episodes: i
     return figures
 
 
-def baseline_table(params: Params, pool_path: str | Path, n: int, seed: int = 0) -> list[EvalMetrics]:
+def baseline_table(
+    params: Params, pool_path: str | Path, n: int, seed: int = 0
+) -> list[EvalMetrics]:
     rows = []
     for policy in POLICIES:
         for sequential in (False, True):

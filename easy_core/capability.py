@@ -14,9 +14,7 @@ from easy_core.schemas import ExecutorProfile
 MID_DIFFICULTY = 3
 
 
-def expected_success(
-    profile: ExecutorProfile, skill: str, difficulty: int, slope: float
-) -> float:
+def expected_success(profile: ExecutorProfile, skill: str, difficulty: int, slope: float) -> float:
     return _shifted(profile.success_rate(skill), difficulty, slope)
 
 

@@ -28,7 +28,9 @@ app = typer.Typer(
     add_completion=False,
 )
 plan_app = typer.Typer(help="Work with orchestrator plans.", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks; figures are recorded in docs/BENCHMARKS.md.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks; figures are recorded in docs/BENCHMARKS.md.", no_args_is_help=True
+)
 app.add_typer(plan_app, name="plan")
 app.add_typer(bench_app, name="bench")
 
@@ -67,7 +69,17 @@ def resolve_params(path: Path | None):
 
 def metrics_table(rows: list[EvalMetrics], title: str = "results") -> Table:
     table = Table(title=title)
-    for column in ("policy", "mode", "n", "success", "95% CI", "cost $", "makespan s", "tokens", "reward"):
+    for column in (
+        "policy",
+        "mode",
+        "n",
+        "success",
+        "95% CI",
+        "cost $",
+        "makespan s",
+        "tokens",
+        "reward",
+    ):
         table.add_column(column, justify="left" if column in ("policy", "mode") else "right")
     for m in rows:
         table.add_row(
@@ -106,7 +118,9 @@ def eval_command(
     seed: Annotated[int, typer.Option(help="task and outcome seed")] = 0,
     split: Annotated[str, typer.Option(help="train or test")] = "test",
     sequential: Annotated[bool, typer.Option(help="run each plan one step at a time")] = False,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="write episodes.jsonl, metrics.json")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="write episodes.jsonl, metrics.json")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print metrics as JSON")] = False,
     params_path: ParamsOption = None,
 ) -> None:
@@ -132,7 +146,9 @@ def eval_command(
 @user_errors
 def plan_validate(
     file: Annotated[Path, typer.Argument(help="a JSON plan (one orchestrator turn)")],
-    pool: Annotated[Path | None, typer.Option(help="pool YAML whose executors the plan may use")] = None,
+    pool: Annotated[
+        Path | None, typer.Option(help="pool YAML whose executors the plan may use")
+    ] = None,
     params_path: ParamsOption = None,
 ) -> None:
     """Print `valid`, or the problem and exit 2."""
@@ -161,7 +177,9 @@ def bench_engine(
     """Engine overhead on wall-time DAGs, and sim throughput on one core."""
     from easy_core.bench import engine_benchmark
 
-    figures = engine_benchmark(resolve_params(params_path), runs=runs, steps=steps, episodes=episodes)
+    figures = engine_benchmark(
+        resolve_params(params_path), runs=runs, steps=steps, episodes=episodes
+    )
     if as_json:
         print(json.dumps(figures, indent=2))
         return
@@ -179,7 +197,9 @@ def bench_baselines(
     pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
     n: Annotated[int, typer.Option(min=1, help="held-out tasks")] = 1000,
     seed: Annotated[int, typer.Option()] = 0,
-    out_file: Annotated[Path | None, typer.Option("--out", help="write all metrics as JSON")] = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="write all metrics as JSON")
+    ] = None,
     params_path: ParamsOption = None,
 ) -> None:
     """Every baseline, parallel and sequential, on the same held-out sim tasks."""

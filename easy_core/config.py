@@ -40,4 +40,6 @@ def load_yaml_model(path: str | Path, model: type[M]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: invalid {model.__name__}:\n{describe_validation_error(exc)}") from None
+        raise ConfigError(
+            f"{path}: invalid {model.__name__}:\n{describe_validation_error(exc)}"
+        ) from None

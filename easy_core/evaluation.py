@@ -34,7 +34,9 @@ class EvalSpec:
 
 
 def load_pool(path: str | Path, params: Params) -> ExecutorPool:
-    return ExecutorPool.from_yaml(path, BackendContext(world=SimWorld(params.sim, params.capability)))
+    return ExecutorPool.from_yaml(
+        path, BackendContext(world=SimWorld(params.sim, params.capability))
+    )
 
 
 def run_episodes(
@@ -99,7 +101,9 @@ def summarize(trajectories: list[Trajectory], spec: EvalSpec, pool_name: str) ->
     )
 
 
-def write_results(out_dir: str | Path, metrics: EvalMetrics, trajectories: list[Trajectory]) -> None:
+def write_results(
+    out_dir: str | Path, metrics: EvalMetrics, trajectories: list[Trajectory]
+) -> None:
     out = Path(out_dir)
     write_jsonl(out / "episodes.jsonl", trajectories)
     write_json(out / "metrics.json", metrics)

@@ -2,7 +2,8 @@
 
   r = w_correct * correct + w_efficiency * efficiency + w_completeness * completeness
 
-efficiency  = 1 - (cost_share * min(1, cost / budget_usd) + (1 - cost_share) * min(1, makespan / budget_s))
+efficiency   = 1 - (cost_share * min(1, cost / budget_usd)
+                    + (1 - cost_share) * min(1, makespan / budget_s))
 completeness = 0.5 * (ended with a final answer) + 0.5 * (share of planned steps that ran ok)
                - 0.25 per repaired invalid turn, within [0, 1]
 """
@@ -41,6 +42,4 @@ def reward(
     eff = efficiency(metrics, budget_usd, budget_s, params.cost_share)
     comp = completeness(metrics, terminated, repairs)
     total = params.w_correct * correct + params.w_efficiency * eff + params.w_completeness * comp
-    return RewardBreakdown(
-        correct=float(correct), efficiency=eff, completeness=comp, total=total
-    )
+    return RewardBreakdown(correct=float(correct), efficiency=eff, completeness=comp, total=total)

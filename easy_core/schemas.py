@@ -102,7 +102,9 @@ class PoolConfig(Record):
         seen: set[str] = set()
         for profile in self.executors:
             if profile.name in seen:
-                raise ValueError(f"executor name {profile.name!r} appears twice; names must be unique")
+                raise ValueError(
+                    f"executor name {profile.name!r} appears twice; names must be unique"
+                )
             seen.add(profile.name)
         return self
 

@@ -30,10 +30,16 @@ BACKENDS: dict[str, ExecutorFactory] = {
 
 
 class ExecutorPool:
-    def __init__(self, config: PoolConfig, context: BackendContext | None = None):
+    """Executors by name, with the pool config they came from."""
+
+    def __init__(self, config: PoolConfig, executors: dict[str, Executor]):
         self.config = config
-        self.context = context or BackendContext()
-        self.executors: dict[str, Executor] = {}
+        self.executors = executors
+
+    @classmethod
+    def from_config(cls, config: PoolConfig, context: BackendContext | None = None) -> ExecutorPool:
+        context = context or BackendContext()
+        executors: dict[str, Executor] = {}
         for profile in config.executors:
             factory = BACKENDS.get(profile.backend)
             if factory is None:
@@ -42,11 +48,18 @@ class ExecutorPool:
                     f"{profile.backend!r}, which this install cannot run; available: "
                     f"{', '.join(sorted(BACKENDS))}"
                 )
-            self.executors[profile.name] = factory(profile, self.context)
+            executors[profile.name] = factory(profile, context)
+        return cls(config, executors)
 
     @classmethod
     def from_yaml(cls, path: str | Path, context: BackendContext | None = None) -> ExecutorPool:
-        return cls(load_yaml_model(path, PoolConfig), context)
+        return cls.from_config(load_yaml_model(path, PoolConfig), context)
+
+    @classmethod
+    def of(cls, name: str, executors: list[Executor]) -> ExecutorPool:
+        """A pool of ready-made executor objects (custom backends, tests)."""
+        config = PoolConfig(name=name, executors=[e.profile for e in executors])
+        return cls(config, {e.profile.name: e for e in executors})
 
     @property
     def name(self) -> str:

@@ -51,7 +51,9 @@ class SimWorld:
             profile, subtask.skill, subtask.difficulty, self.capability.difficulty_slope
         )
 
-    def would_succeed(self, seed: int, task: Task, subtask: Subtask, profile: ExecutorProfile) -> bool:
+    def would_succeed(
+        self, seed: int, task: Task, subtask: Subtask, profile: ExecutorProfile
+    ) -> bool:
         """Outcome of `profile` on `subtask` alone, with all prerequisite results correct and in
         context: what the oracle may know."""
         return self.hardness(seed, task.id, subtask.id, profile.name) < self.success_probability(

@@ -103,17 +103,22 @@ class SubtaskPolicy:
             return self._plan(state, [sub.id for sub in task.subtasks], {}, "solve every subtask")
         latest = latest_results(state)
         if self.escalate and state.milestones_left > 0:
-            doubted = {
+            # Rerunning the same executor would reproduce the same outcome: retry a doubted
+            # subtask only where a stronger executor exists, plus whatever has no result yet.
+            tried = _tried_executors(state)
+            missing = {sub.id for sub in task.subtasks if sub.id not in latest}
+            stronger = {
                 sub.id
                 for sub in task.subtasks
-                if sub.id not in latest or latest[sub.id].self_check is False
+                if sub.id in latest
+                and latest[sub.id].self_check is False
+                and self._escalation(state, sub, tried[sub.id]) is not None
             }
-            affected = downstream(task, doubted)
-            redo = [sub.id for sub in task.subtasks if sub.id in affected]
-            tried = _tried_executors(state)
-            if redo and any(self._escalation(state, task.subtask(s), tried[s]) for s in doubted):
-                goal = "retry doubted subtasks: " + ", ".join(sorted(doubted))
-                return self._plan(state, redo, latest, goal, escalate=doubted)
+            if stronger:
+                affected = downstream(task, stronger | missing)
+                redo = [sub.id for sub in task.subtasks if sub.id in affected]
+                goal = "retry doubted subtasks: " + ", ".join(sorted(stronger))
+                return self._plan(state, redo, latest, goal, escalate=stronger)
         return Plan(milestone="answer", final_answer=final_answer(state))
 
     def _plan(
@@ -146,7 +151,9 @@ class SubtaskPolicy:
                 Step(
                     id=f"m{k}-{sub.id}",
                     executor=executor,
-                    instruction=f"Solve {sub.id} ({sub.skill}, difficulty {sub.difficulty}/5){inputs}.",
+                    instruction=(
+                        f"Solve {sub.id} ({sub.skill}, difficulty {sub.difficulty}/5){inputs}."
+                    ),
                     depends_on=deps,
                     covers=[sub.id],
                 )
@@ -226,9 +233,7 @@ class CheapestPolicy(_SingleExecutorPolicy):
             for p in state.pool.profiles
             if all(subtask_success(state, p, s) >= USELESS_BELOW for s in subs)
         ] or state.pool.profiles
-        return min(
-            useful, key=lambda p: (sum(subtask_cost(state, p, s) for s in subs), p.name)
-        )
+        return min(useful, key=lambda p: (sum(subtask_cost(state, p, s) for s in subs), p.name))
 
 
 class RandomPolicy(SubtaskPolicy):
@@ -254,16 +259,16 @@ class OraclePolicy(SubtaskPolicy):
         executors = state.pool.executors
         sims = [e for e in executors.values() if isinstance(e, SimExecutor)]
         if len(sims) != len(executors) or state.task.suite != "sim":
-            raise PolicyError("policy 'oracle' knows outcomes only in the sim suite with sim executors")
+            raise PolicyError(
+                "policy 'oracle' knows outcomes only in the sim suite with sim executors"
+            )
         world = sims[0].world
         winners = [
             e.profile for e in sims if world.would_succeed(state.seed, state.task, sub, e.profile)
         ]
         if winners:
             return min(winners, key=lambda p: (subtask_cost(state, p, sub), p.name)).name
-        return max(
-            (e.profile for e in sims), key=lambda p: subtask_success(state, p, sub)
-        ).name
+        return max((e.profile for e in sims), key=lambda p: subtask_success(state, p, sub)).name
 
 
 BASELINES: dict[str, Callable[[], SubtaskPolicy]] = {

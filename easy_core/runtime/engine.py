@@ -121,7 +121,9 @@ class LocalEngine:
         """Run a validated plan. `origin` is the loop time the episode started (result times are
         relative to it); `deadline` is the loop time at which the time budget runs out."""
         loop = asyncio.get_running_loop()
-        run = _Run(plan, session, task, seed, prior or {}, loop.time() if origin is None else origin)
+        run = _Run(
+            plan, session, task, seed, prior or {}, loop.time() if origin is None else origin
+        )
         steps = plan.steps
         index = {step.id: i for i, step in enumerate(steps)}
         waiting = dict.fromkeys(index, 0)
@@ -175,8 +177,10 @@ class LocalEngine:
         deadline_timer = loop.call_at(deadline, on_deadline) if deadline is not None else None
 
         while ready or in_flight:
-            while ready and stop_reason is None and (
-                self.max_parallel is None or len(in_flight) < self.max_parallel
+            while (
+                ready
+                and stop_reason is None
+                and (self.max_parallel is None or len(in_flight) < self.max_parallel)
             ):
                 step = steps[heapq.heappop(ready)]
                 now = loop.time()
@@ -273,7 +277,9 @@ class LocalEngine:
                 return self._timed_out(flight)
             except Exception as exc:  # an executor bug must not take the episode down
                 return _failed(
-                    flight.step, f"executor error: {type(exc).__name__}: {exc}", flight.request.covers
+                    flight.step,
+                    f"executor error: {type(exc).__name__}: {exc}",
+                    flight.request.covers,
                 )
 
         flight.task = loop.create_task(run_async())
@@ -326,13 +332,16 @@ class LocalEngine:
         """Results of steps cut off at the deadline: a started step is charged its input tokens
         (the prompt was sent); a step still waiting for a slot costs nothing."""
         now = loop.time() - run.origin
-        results = []
-        for step_id, flight in in_flight.items():
-            ledger = run.session.ledger
+        # Leave the queues first, so freed slots are not handed to steps being cancelled.
+        for flight in in_flight.values():
+            if not flight.has_slot and flight.start is not None:
+                flight.slots.withdraw(flight.start)
+        for flight in in_flight.values():
             if flight.has_slot:
                 flight.slots.release()
-            elif flight.start is not None:
-                flight.slots.withdraw(flight.start)
+        results = []
+        ledger = run.session.ledger
+        for step_id, flight in in_flight.items():
             if flight.started is None:
                 charged = ledger.settle(step_id, flight.step.executor, flight.bound, 0.0)
                 started = now

@@ -83,7 +83,9 @@ class EpisodeRunner:
                 break
             if not state.milestones_left:
                 end_reason = "max_milestones"
-                end_detail = f"no final answer after {self.params.runtime.max_milestones} milestones"
+                end_detail = (
+                    f"no final answer after {self.params.runtime.max_milestones} milestones"
+                )
                 break
             started = loop.time() - origin
             outcome = await self.engine.execute(

@@ -43,7 +43,9 @@ def _layers(family: str, rng: random.Random) -> list[list[int]]:
     for _ in range(n_layers):
         layer = []
         for _ in range(rng.randint(1, 3)):
-            parents = rng.sample(previous, k=min(len(previous), rng.randint(1, 2))) if previous else []
+            parents = (
+                rng.sample(previous, k=min(len(previous), rng.randint(1, 2))) if previous else []
+            )
             layer.append(len(deps))
             deps.append(sorted(parents))
         previous = layer

@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SIM_DEFAULT
+
+VALID = {
+    "milestone": "two lookups, then combine",
+    "steps": [
+        {"id": "s1", "executor": "sim-s", "instruction": "find A", "depends_on": []},
+        {"id": "s2", "executor": "sim-tool", "instruction": "find B", "depends_on": []},
+        {
+            "id": "s3",
+            "executor": "sim-xl",
+            "instruction": "combine {s1} and {s2}",
+            "depends_on": ["s1", "s2"],
+        },
+    ],
+    "final_answer": None,
+}
+
+
+def easy(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "easy_core.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    return path
+
+
+def assert_user_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    for word in words:
+        assert word in result.stderr, result.stderr
+
+
+def test_plan_validate_valid(tmp_path):
+    plan = write(tmp_path, "plan.json", json.dumps(VALID))
+    result = easy("plan", "validate", str(plan), "--pool", str(SIM_DEFAULT))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "valid"
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ("definitely not json", ["not valid JSON"]),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", ["not valid JSON"]),
+        ("", ["not valid JSON"]),
+        ("[1, 2, 3]", ["JSON object"]),
+        (
+            json.dumps(
+                {
+                    **VALID,
+                    "steps": VALID["steps"]
+                    + [{"id": "s1", "executor": "sim-s", "instruction": ""}],
+                }
+            ),
+            ["'s1' is used twice"],
+        ),
+        (
+            json.dumps(
+                {
+                    "steps": [
+                        {"id": "a", "executor": "sim-s", "instruction": "", "depends_on": ["b"]},
+                        {"id": "b", "executor": "sim-s", "instruction": "", "depends_on": ["a"]},
+                    ]
+                }
+            ),
+            ["cycle", "a", "b"],
+        ),
+        (
+            json.dumps({"steps": [{"id": "a", "executor": "gpt-9", "instruction": ""}]}),
+            ["gpt-9", "not in the pool"],
+        ),
+        (
+            json.dumps({"steps": [{"id": "a", "executor": "sim-s", "instruction": 7}]}),
+            ["steps.0.instruction"],
+        ),
+        (json.dumps({"steps": []}), ["no steps"]),
+    ],
+)
+def test_plan_validate_errors_exit_2_without_traceback(tmp_path, content, words):
+    plan = write(tmp_path, "plan.json", content)
+    assert_user_error(easy("plan", "validate", str(plan), "--pool", str(SIM_DEFAULT)), *words)
+
+
+def test_plan_validate_too_many_steps_uses_the_params_limit(tmp_path):
+    steps = [{"id": f"s{i}", "executor": "sim-s", "instruction": ""} for i in range(70)]
+    plan = write(tmp_path, "plan.json", json.dumps({"steps": steps}))
+    assert_user_error(easy("plan", "validate", str(plan)), "70 steps; the limit is 64")
+
+
+def test_missing_files_and_bad_pool(tmp_path):
+    assert_user_error(easy("plan", "validate", str(tmp_path / "nope.json")), "nope.json")
+    plan = write(tmp_path, "plan.json", json.dumps(VALID))
+    bad_pool = write(tmp_path, "pool.yaml", "name: p\nexecutors:\n  - name: x\n    backend: sim\n")
+    assert_user_error(
+        easy("plan", "validate", str(plan), "--pool", str(bad_pool)),
+        "pool.yaml",
+        "executors.0.price_in_per_1m",
+    )
+    not_yaml = write(tmp_path, "broken.yaml", "executors: [\n")
+    assert_user_error(
+        easy("eval", "--policy", "greedy", "--pool", str(not_yaml), "--n", "2"), "not valid YAML"
+    )
+
+
+def test_eval_rejects_unknown_policy_and_suite():
+    assert_user_error(
+        easy("eval", "--policy", "smartest", "--pool", str(SIM_DEFAULT), "--n", "2"),
+        "unknown policy 'smartest'",
+        "greedy",
+    )
+    assert_user_error(
+        easy(
+            "eval", "--suite", "chess", "--policy", "greedy", "--pool", str(SIM_DEFAULT), "--n", "2"
+        ),
+        "unknown suite 'chess'",
+    )
+
+
+def test_bad_params_file_names_the_field(tmp_path):
+    params = write(tmp_path, "params.yaml", "runtime:\n  max_milestones: zero\n")
+    result = easy(
+        "eval",
+        "--policy",
+        "greedy",
+        "--pool",
+        str(SIM_DEFAULT),
+        "--n",
+        "2",
+        "--params",
+        str(params),
+    )
+    assert_user_error(result, "params.yaml", "runtime.max_milestones")
+
+
+def test_eval_writes_results_and_is_reproducible(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        result = easy(
+            "eval",
+            "--suite",
+            "sim",
+            "--policy",
+            "greedy",
+            "--pool",
+            str(SIM_DEFAULT),
+            "--n",
+            "25",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+        )
+        assert result.returncode == 0, result.stderr
+        assert "greedy" in result.stdout and "success" in result.stdout
+        metrics = json.loads((out / "metrics.json").read_text())
+        lines = (out / "episodes.jsonl").read_text().splitlines()
+        assert len(lines) == 25
+        assert all(json.loads(line)["schema_version"] == 1 for line in lines)
+        runs.append((metrics, lines))
+    for key in (
+        "suite",
+        "policy",
+        "pool",
+        "n",
+        "success_rate",
+        "mean_cost_usd",
+        "mean_makespan_s",
+        "mean_tokens",
+        "mean_reward",
+    ):
+        assert key in runs[0][0]
+    assert runs[0] == runs[1]
+    assert runs[0][0]["n"] == 25 and runs[0][0]["policy"] == "greedy"

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import pytest
+
+from easy_core.capability import expected_success
+from easy_core.evaluation import EvalSpec, evaluate
+from easy_core.suites.sim import SimSuite
+from tests.conftest import SIM_DEFAULT, SIM_UNSEEN
+
+N = 300
+
+
+@pytest.fixture(scope="module")
+def table(params):
+    rows = {}
+    for policy in ("strongest", "cheapest", "random", "greedy", "oracle"):
+        for sequential in (False, True):
+            rows[policy, sequential] = evaluate(
+                EvalSpec("sim", policy, SIM_DEFAULT, n=N, seed=11, sequential=sequential), params
+            )
+    return rows
+
+
+def metrics(table, policy, sequential=False):
+    return table[policy, sequential][0]
+
+
+def test_oracle_is_the_upper_bound(table):
+    oracle = metrics(table, "oracle")
+    for policy in ("strongest", "cheapest", "random", "greedy"):
+        assert oracle.success_rate >= metrics(table, policy).success_rate
+    assert oracle.mean_cost_usd < metrics(table, "strongest").mean_cost_usd
+
+
+def test_cost_ordering_of_single_executor_baselines(table):
+    assert metrics(table, "cheapest").mean_cost_usd < metrics(table, "greedy").mean_cost_usd
+    assert metrics(table, "greedy").mean_cost_usd < metrics(table, "strongest").mean_cost_usd
+    assert metrics(table, "cheapest").success_rate < metrics(table, "strongest").success_rate
+
+
+def test_strongest_and_cheapest_use_one_executor_per_task(table):
+    for policy, usual in (("strongest", "sim-xl"), ("cheapest", "sim-xs")):
+        per_task = [
+            {step.executor for m in t.milestones for step in m.plan.steps}
+            for t in table[policy, False][1]
+        ]
+        assert all(len(used) == 1 for used in per_task)
+        assert sum(used == {usual} for used in per_task) > 0.8 * len(per_task)
+
+
+def test_greedy_escalates_doubted_subtasks(table, pool, params):
+    tasks = {t.id: t for t in SimSuite().tasks("test", N, seed=11)}
+    slope = params.capability.difficulty_slope
+    trajectories = table["greedy", False][1]
+    retried = [t for t in trajectories if t.metrics.n_milestones > 1]
+    assert len(retried) > 0.1 * len(trajectories), "greedy should retry doubted subtasks"
+    for t in retried:
+        first, second = t.milestones[0], t.milestones[1]
+        doubted = {sub for r in first.results if r.self_check is False for sub in r.covers}
+        before = {s.covers[0]: s.executor for s in first.plan.steps}
+        rerun = {s.covers[0]: s.executor for s in second.plan.steps}
+        assert doubted & set(rerun)
+        for sub_id, executor in rerun.items():
+            if sub_id not in doubted or executor != before[sub_id]:
+                continue
+            # kept its executor: only when no stronger one exists (it reruns for new inputs)
+            sub = tasks[t.task_id].subtask(sub_id)
+            best = max(expected_success(p, sub.skill, sub.difficulty, slope) for p in pool.profiles)
+            assert (
+                expected_success(pool.profile(executor), sub.skill, sub.difficulty, slope) == best
+            )
+
+
+def test_sequential_runs_the_same_plans_slower(table):
+    for policy in ("strongest", "cheapest", "oracle"):
+        pairs = zip(table[policy, False][1], table[policy, True][1], strict=True)
+        finished = 0
+        for par, seq in pairs:
+            assert seq.metrics.makespan_s >= par.metrics.makespan_s - 1e-9
+            if seq.end_reason == par.end_reason == "final_answer":
+                finished += 1
+                assert seq.correct == par.correct
+                assert seq.metrics.cost_usd == pytest.approx(par.metrics.cost_usd)
+            else:  # only the slower sequential run may hit the time budget
+                assert seq.end_reason == "time_budget"
+        assert finished > 0.9 * N
+        assert metrics(table, policy, True).mean_makespan_s > metrics(table, policy).mean_makespan_s
+
+
+def test_random_is_seeded(params):
+    a = evaluate(EvalSpec("sim", "random", SIM_DEFAULT, n=20, seed=1), params)[0]
+    b = evaluate(EvalSpec("sim", "random", SIM_DEFAULT, n=20, seed=1), params)[0]
+    assert a == b
+
+
+def test_baselines_run_on_the_unseen_pool(params):
+    for policy in ("greedy", "oracle", "strongest"):
+        m, trajectories = evaluate(EvalSpec("sim", policy, SIM_UNSEEN, n=40, seed=0), params)
+        assert m.pool == "sim-unseen"
+        assert m.end_reasons.get("policy_error", 0) == 0
+        assert m.success_rate > 0.2

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from easy_core.capability import expected_success
+
+
+def price(profile):
+    return profile.price_in_per_1m + profile.price_out_per_1m
+
+
+def mean_capability(profile):
+    return sum(c.success for c in profile.capability.values()) / len(profile.capability)
+
+
+def test_sim_default_ladder(pool):
+    ladder = [pool.profile(f"sim-{size}") for size in ("xs", "s", "m", "l", "xl")]
+    assert price(ladder[-1]) / price(ladder[0]) >= 30
+    for small, large in zip(ladder, ladder[1:], strict=False):
+        assert price(small) < price(large)
+        assert mean_capability(small) < mean_capability(large)
+        assert small.latency.tokens_per_s > large.latency.tokens_per_s
+        assert small.latency.ttft_s < large.latency.ttft_s
+        for skill in small.capability:
+            assert small.success_rate(skill) < large.success_rate(skill)
+
+
+def test_sim_tool_is_cheap_and_good_at_one_skill_only(pool):
+    tool = pool.profile("sim-tool")
+    assert price(tool) < price(pool.profile("sim-xs"))
+    strong = [s for s, c in tool.capability.items() if c.success > 0.95]
+    assert len(strong) == 1
+    assert all(c.success < 0.1 for s, c in tool.capability.items() if s not in strong)
+
+
+def test_unseen_pool_has_other_names_and_profiles(pool, unseen_pool):
+    assert set(pool.executors).isdisjoint(unseen_pool.executors)
+    assert {p.model_dump_json() for p in pool.profiles}.isdisjoint(
+        {p.model_dump_json() for p in unseen_pool.profiles}
+    )
+    assert set(unseen_pool.profiles[0].capability) == set(pool.profiles[0].capability)
+
+
+def test_difficulty_shifts_expected_success(pool):
+    m = pool.profile("sim-m")
+    easy, mid, hard = (expected_success(m, "code", d, 0.6) for d in (1, 3, 5))
+    assert easy > mid > hard
+    assert mid == m.success_rate("code")
