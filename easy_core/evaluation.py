@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,9 +62,26 @@ def run_episodes(
 
     loop = new_event_loop(mode)
     try:
-        return loop.run_until_complete(run_all())
+        with collector_paused():
+            return loop.run_until_complete(run_all())
     finally:
         loop.close()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector out of a batch run. The runtime leaves no reference
+    cycles behind (refcounting frees each episode's garbage at once), while every collector
+    pass would rescan the trajectories the run keeps: about a fifth of the run's time. At the
+    end the kept objects are frozen (never rescanned) rather than collected."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
 
 
 def evaluate(

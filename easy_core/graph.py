@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 import networkx as nx
 from pydantic import ValidationError
@@ -77,15 +77,15 @@ def validate_plan(
         raise PlanTooLargeError(
             f"plan has {len(steps)} steps; the limit is {max_steps} (limits.max_steps_per_plan)"
         )
-    prior = set(prior_step_ids)
+    prior = _as_set(prior_step_ids) or set()
     ids: set[str] = set()
     for step in steps:
         if step.id in ids or step.id in prior:
             where = "an earlier milestone" if step.id in prior else "this plan"
             raise DuplicateStepError(f"step id {step.id!r} is used twice (already in {where})")
         ids.add(step.id)
-    known_executors = set(executors) if executors is not None else None
-    known_subtasks = set(subtask_ids) if subtask_ids is not None else None
+    known_executors = _as_set(executors)
+    known_subtasks = _as_set(subtask_ids)
     for step in steps:
         deps = set(step.depends_on)
         if step.id in deps:
@@ -118,6 +118,12 @@ def validate_plan(
         raise PlanCycleError(
             "plan has a dependency cycle: " + " -> ".join([*cycle, cycle[0]]), cycle
         )
+
+
+def _as_set(items: Iterable[str] | None) -> Collection[str] | None:
+    if items is None or isinstance(items, set | frozenset | dict):
+        return items  # type: ignore[return-value]
+    return set(items)
 
 
 def topological_order(plan: Plan) -> list[str] | None:

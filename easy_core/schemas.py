@@ -201,6 +201,7 @@ class Milestone(BaseModel):
     error: str | None = None
     started_s: float = 0.0
     finished_s: float = 0.0
+    critical_path_s: float = 0.0
 
 
 EndReason = Literal[

@@ -8,7 +8,7 @@ from typing import Protocol
 from easy_core.schemas import ExecutorProfile, StepResult, Task
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepRequest:
     """What an executor receives for one step; `inputs` are the results of the step's direct
     dependencies, the only context it is given."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from easy_core.capability import expected_success
 from easy_core.errors import PolicyError
@@ -27,12 +28,14 @@ from easy_core.schemas import ExecutorProfile, Plan, Step, StepResult, Subtask, 
 USELESS_BELOW = 0.1
 
 
-def subtask_success(state: EpisodeState, profile: ExecutorProfile, sub: Subtask) -> float:
-    return estimates(state).success[sub.id, profile.name]
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One executor for one subtask, as the profiles predict it."""
 
-
-def subtask_cost(state: EpisodeState, profile: ExecutorProfile, sub: Subtask) -> float:
-    return estimates(state).cost[sub.id, profile.name]
+    executor: str
+    success: float
+    cost: float
+    price: float
 
 
 class Estimates:
@@ -42,15 +45,29 @@ class Estimates:
     def __init__(self, state: EpisodeState):
         task = state.task
         slope = state.params.capability.difficulty_slope
-        self.success: dict[tuple[str, str], float] = {}
-        self.cost: dict[tuple[str, str], float] = {}
+        self.options: dict[str, list[Option]] = {}  # per subtask, cheapest first
+        self.by_name: dict[str, dict[str, Option]] = {}
+        profiles = state.pool.profiles
         for sub in task.subtasks:
-            context = sum(task.subtask(dep).output_tokens for dep in sub.depends_on)
-            for profile in state.pool.profiles:
-                key = (sub.id, profile.name)
-                self.success[key] = expected_success(profile, sub.skill, sub.difficulty, slope)
-                out = round(sub.output_tokens * profile.verbosity)
-                self.cost[key] = profile.cost_usd(sub.input_tokens + context, out)
+            tokens_in = sub.input_tokens + sum(
+                task.subtask(dep).output_tokens for dep in sub.depends_on
+            )
+            options = [
+                Option(
+                    p.name,
+                    expected_success(p, sub.skill, sub.difficulty, slope),
+                    (
+                        tokens_in * p.price_in_per_1m
+                        + round(sub.output_tokens * p.verbosity) * p.price_out_per_1m
+                    )
+                    / 1e6,
+                    p.price_out_per_1m,
+                )
+                for p in profiles
+            ]
+            options.sort(key=lambda o: (o.cost, o.executor))
+            self.options[sub.id] = options
+            self.by_name[sub.id] = {o.executor: o for o in options}
 
 
 def estimates(state: EpisodeState) -> Estimates:
@@ -58,6 +75,15 @@ def estimates(state: EpisodeState) -> Estimates:
     if table is None:
         table = state.scratch["estimates"] = Estimates(state)
     return table
+
+
+def cheapest_capable(options: list[Option], threshold: float) -> Option:
+    """The cheapest option whose expected success clears `threshold`, else the most likely to
+    succeed. `options` are sorted cheapest first."""
+    for option in options:
+        if option.success >= threshold:
+            return option
+    return max(options, key=lambda o: (o.success, -o.price))
 
 
 def latest_results(state: EpisodeState) -> dict[str, StepResult]:
@@ -71,9 +97,9 @@ def latest_results(state: EpisodeState) -> dict[str, StepResult]:
     return latest
 
 
-def final_answer(state: EpisodeState) -> str:
+def final_answer(state: EpisodeState, latest: dict[str, StepResult] | None = None) -> str:
     sink = state.task.sink
-    result = latest_results(state).get(sink.id)
+    result = (latest if latest is not None else latest_results(state)).get(sink.id)
     if result is None:
         return ""
     return result.sub_answers.get(sink.id, result.output)
@@ -99,52 +125,53 @@ class SubtaskPolicy:
             raise PolicyError(
                 f"policy {self.name!r} plans over subtasks; task {task.id!r} defines none"
             )
+        tried = _tried_executors(state)
         if not state.milestones:
-            return self._plan(state, [sub.id for sub in task.subtasks], {}, "solve every subtask")
+            all_ids = [sub.id for sub in task.subtasks]
+            return self._plan(state, all_ids, {}, tried, {}, "solve every subtask")
         latest = latest_results(state)
         if self.escalate and state.milestones_left > 0:
             # Rerunning the same executor would reproduce the same outcome: retry a doubted
             # subtask only where a stronger executor exists, plus whatever has no result yet.
-            tried = _tried_executors(state)
-            missing = {sub.id for sub in task.subtasks if sub.id not in latest}
-            stronger = {
-                sub.id
-                for sub in task.subtasks
-                if sub.id in latest
-                and latest[sub.id].self_check is False
-                and self._escalation(state, sub, tried[sub.id]) is not None
-            }
-            if stronger:
-                affected = downstream(task, stronger | missing)
+            escalations = {}
+            for sub in task.subtasks:
+                result = latest.get(sub.id)
+                if result is not None and result.self_check is False:
+                    stronger = self._escalation(state, sub, tried[sub.id])
+                    if stronger is not None:
+                        escalations[sub.id] = stronger
+            if escalations:
+                missing = {sub.id for sub in task.subtasks if sub.id not in latest}
+                affected = downstream(task, set(escalations) | missing)
                 redo = [sub.id for sub in task.subtasks if sub.id in affected]
-                goal = "retry doubted subtasks: " + ", ".join(sorted(stronger))
-                return self._plan(state, redo, latest, goal, escalate=stronger)
-        return Plan(milestone="answer", final_answer=final_answer(state))
+                goal = "retry doubted subtasks: " + ", ".join(sorted(escalations))
+                return self._plan(state, redo, latest, tried, escalations, goal)
+        return Plan(milestone="answer", final_answer=final_answer(state, latest))
 
     def _plan(
         self,
         state: EpisodeState,
         sub_ids: list[str],
         latest: dict[str, StepResult],
+        tried: dict[str, list[str]],
+        escalations: dict[str, str],
         goal: str,
-        escalate: set[str] = frozenset(),  # type: ignore[assignment]
     ) -> Plan:
-        """Steps for `sub_ids`; subtasks in `escalate` move to a stronger executor, the others
-        rerun on the executor they had (their inputs changed) or get a fresh choice."""
+        """Steps for `sub_ids`: a subtask in `escalations` moves to the executor given there,
+        the others rerun on the executor they had (their inputs changed) or get a choice."""
         task = state.task
         k = len(state.milestones) + 1
         redo = set(sub_ids)
-        tried = _tried_executors(state)
         chooser = self.chooser(state)
         steps = []
         for sub_id in sub_ids:
             sub = task.subtask(sub_id)
-            executor = None
-            if sub_id in escalate:
-                executor = self._escalation(state, sub, tried[sub_id])
+            if sub_id in escalations:
+                executor = escalations[sub_id]
             elif tried[sub_id]:
                 executor = tried[sub_id][-1]
-            executor = executor or chooser(sub)
+            else:
+                executor = chooser(sub)
             deps = [f"m{k}-{d}" if d in redo else latest[d].step_id for d in sub.depends_on]
             inputs = f" from the results of {', '.join(sub.depends_on)}" if sub.depends_on else ""
             steps.append(
@@ -171,12 +198,13 @@ class SubtaskPolicy:
         """A cheapest-capable executor stronger than every one tried on `sub`, or None."""
         if not tried:
             return None
-        profiles = state.pool.profiles
-        floor = max(subtask_success(state, state.pool.profile(name), sub) for name in tried)
-        stronger = [p for p in profiles if subtask_success(state, p, sub) > floor + 1e-9]
+        table = estimates(state)
+        by_name = table.by_name[sub.id]
+        floor = max(by_name[name].success for name in tried)
+        stronger = [o for o in table.options[sub.id] if o.success > floor + 1e-9]
         if not stronger:
             return None
-        return _cheapest_capable(state, sub, stronger).name
+        return cheapest_capable(stronger, state.params.policies.greedy_threshold).executor
 
 
 def _tried_executors(state: EpisodeState) -> dict[str, list[str]]:
@@ -186,16 +214,6 @@ def _tried_executors(state: EpisodeState) -> dict[str, list[str]]:
             for sub_id in step.covers or ():
                 tried.setdefault(sub_id, []).append(step.executor)
     return tried
-
-
-def _cheapest_capable(
-    state: EpisodeState, sub: Subtask, profiles: list[ExecutorProfile]
-) -> ExecutorProfile:
-    threshold = state.params.policies.greedy_threshold
-    capable = [p for p in profiles if subtask_success(state, p, sub) >= threshold]
-    if capable:
-        return min(capable, key=lambda p: (subtask_cost(state, p, sub), p.name))
-    return max(profiles, key=lambda p: (subtask_success(state, p, sub), -p.price_out_per_1m))
 
 
 class _SingleExecutorPolicy(SubtaskPolicy):
@@ -213,12 +231,13 @@ class StrongestPolicy(_SingleExecutorPolicy):
     name = "strongest"
 
     def pick(self, state: EpisodeState) -> ExecutorProfile:
+        table = estimates(state).by_name
         subs = state.task.subtasks
         return max(
             state.pool.profiles,
             key=lambda p: (
-                sum(subtask_success(state, p, s) for s in subs),
-                -sum(subtask_cost(state, p, s) for s in subs),
+                sum(table[s.id][p.name].success for s in subs),
+                -sum(table[s.id][p.name].cost for s in subs),
             ),
         )
 
@@ -227,13 +246,14 @@ class CheapestPolicy(_SingleExecutorPolicy):
     name = "cheapest"
 
     def pick(self, state: EpisodeState) -> ExecutorProfile:
+        table = estimates(state).by_name
         subs = state.task.subtasks
         useful = [
             p
             for p in state.pool.profiles
-            if all(subtask_success(state, p, s) >= USELESS_BELOW for s in subs)
+            if all(table[s.id][p.name].success >= USELESS_BELOW for s in subs)
         ] or state.pool.profiles
-        return min(useful, key=lambda p: (sum(subtask_cost(state, p, s) for s in subs), p.name))
+        return min(useful, key=lambda p: (sum(table[s.id][p.name].cost for s in subs), p.name))
 
 
 class RandomPolicy(SubtaskPolicy):
@@ -249,7 +269,8 @@ class GreedyPolicy(SubtaskPolicy):
     escalate = True
 
     def choose(self, state: EpisodeState, sub: Subtask) -> str:
-        return _cheapest_capable(state, sub, state.pool.profiles).name
+        options = estimates(state).options[sub.id]
+        return cheapest_capable(options, state.params.policies.greedy_threshold).executor
 
 
 class OraclePolicy(SubtaskPolicy):
@@ -263,12 +284,12 @@ class OraclePolicy(SubtaskPolicy):
                 "policy 'oracle' knows outcomes only in the sim suite with sim executors"
             )
         world = sims[0].world
-        winners = [
-            e.profile for e in sims if world.would_succeed(state.seed, state.task, sub, e.profile)
-        ]
-        if winners:
-            return min(winners, key=lambda p: (subtask_cost(state, p, sub), p.name)).name
-        return max((e.profile for e in sims), key=lambda p: subtask_success(state, p, sub)).name
+        options = estimates(state).options[sub.id]  # cheapest first
+        for option in options:
+            profile = executors[option.executor].profile
+            if world.would_succeed(state.seed, state.task, sub, profile):
+                return option.executor
+        return max(options, key=lambda o: o.success).executor
 
 
 BASELINES: dict[str, Callable[[], SubtaskPolicy]] = {

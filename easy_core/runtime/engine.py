@@ -8,7 +8,9 @@ real cost and frees the slot. A step whose dependency failed or was skipped is s
 reason. The time budget is a deadline on the loop's clock: past it, steps in flight are cancelled
 (a started step is charged its input) and nothing new starts.
 
-Two ways to run a step, with one scheduler around them:
+Scheduling is event-driven: a finishing step's callback records it and launches whatever became
+ready, so the engine's coroutine only wakes at the end (or at the deadline). Two ways to run a
+step share that scheduler:
 - an executor's async `run()` in its own task (every backend);
 - for deterministic executors that can `simulate()` a step synchronously (the sim backend), a
   single timer on the loop's clock at the modelled finish time: no task, no coroutine. This is
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from easy_core.executors.base import Executor, StepRequest
@@ -37,9 +39,10 @@ class PlanOutcome:
     results: list[StepResult]
     stop_reason: StopReason | None = None
     stop_detail: str = ""
+    critical_path_s: float = 0.0  # longest dependency chain, by the steps' own latencies
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Flight:
     """A launched step: waiting for a slot, or running."""
 
@@ -53,20 +56,6 @@ class _Flight:
     start: Callable[[], None] | None = None
     timer: asyncio.TimerHandle | None = None
     task: asyncio.Task[StepResult] | None = None
-
-
-@dataclass
-class _Run:
-    plan: Plan
-    session: PoolSession
-    task: Task
-    seed: int
-    prior: Mapping[str, StepResult]
-    origin: float
-    results: dict[str, StepResult] = field(default_factory=dict)
-
-    def result_of(self, step_id: str) -> StepResult:
-        return self.results.get(step_id) or self.prior[step_id]
 
 
 def _failed(step: Step, error: str, covers: tuple[str, ...], **fields: float) -> StepResult:
@@ -121,143 +110,189 @@ class LocalEngine:
         """Run a validated plan. `origin` is the loop time the episode started (result times are
         relative to it); `deadline` is the loop time at which the time budget runs out."""
         loop = asyncio.get_running_loop()
-        run = _Run(
-            plan, session, task, seed, prior or {}, loop.time() if origin is None else origin
-        )
-        steps = plan.steps
-        index = {step.id: i for i, step in enumerate(steps)}
-        waiting = dict.fromkeys(index, 0)
-        children: dict[str, list[str]] = {step.id: [] for step in steps}
-        for step in steps:
-            for dep in step.depends_on:
-                if dep in index:
-                    waiting[step.id] += 1
-                    children[dep].append(step.id)
-        ready = [index[sid] for sid, count in waiting.items() if count == 0]
-        heapq.heapify(ready)
-        in_flight: dict[str, _Flight] = {}
-        completed: list[tuple[_Flight, StepResult]] = []
-        wake: list[asyncio.Future[None]] = []
-        past_deadline: list[bool] = []
-        stop_reason: StopReason | None = None
-        stop_detail = ""
+        schedule = _Schedule(self, plan, session, task, seed, prior or {}, loop, origin, deadline)
+        return await schedule.run()
 
-        def wake_up() -> None:
-            if wake and not wake[0].done():
-                wake[0].set_result(None)
 
-        def on_deadline() -> None:
-            past_deadline.append(True)
-            wake_up()
+class _Schedule:
+    """One plan's execution: the ready heap, the steps in flight, and their results."""
 
-        def finish(step_id: str, result: StepResult) -> None:
-            run.results[step_id] = result
-            for child in children[step_id]:
-                waiting[child] -= 1
-                if waiting[child] == 0:
-                    heapq.heappush(ready, index[child])
-
-        def complete(flight: _Flight, result: StepResult) -> None:
-            """Called on the loop when a started step ends: settle, free the slot, wake."""
-            now = loop.time()
-            started = flight.started if flight.started is not None else now
-            # Plain attribute writes (no validation needed) straight into the model's fields.
-            result.__dict__.update(
-                step_id=flight.step.id,
-                cost_usd=session.ledger.settle(
-                    flight.step.id, flight.step.executor, flight.bound, result.cost_usd
-                ),
-                started_s=started - run.origin,
-                finished_s=now - run.origin,
-            )
-            completed.append((flight, result))
-            flight.slots.release()
-            wake_up()
-
-        deadline_timer = loop.call_at(deadline, on_deadline) if deadline is not None else None
-
-        while ready or in_flight:
-            while (
-                ready
-                and stop_reason is None
-                and (self.max_parallel is None or len(in_flight) < self.max_parallel)
-            ):
-                step = steps[heapq.heappop(ready)]
-                now = loop.time()
-                blocked = self._blocked_reason(step, run)
-                if blocked is not None:
-                    finish(step.id, _skipped(step, blocked, now - run.origin))
-                    continue
-                if deadline is not None and now >= deadline:
-                    stop_reason, stop_detail = "time_budget", "time budget reached"
-                    finish(step.id, _skipped(step, stop_detail, now - run.origin))
-                    break
-                request = self._request(step, run)
-                executor = session.executor(step.executor)
-                bound = session.cost_upper_bound(request, executor)
-                if not session.ledger.try_reserve(bound):
-                    stop_reason = "cost_budget"
-                    stop_detail = (
-                        f"step {step.id!r} on {step.executor} could cost up to ${bound:.6f}, "
-                        f"but only ${session.ledger.remaining_usd:.6f} of the "
-                        f"${session.ledger.budget_usd:.6f} budget is left"
-                    )
-                    finish(step.id, _skipped(step, "cost budget: " + stop_detail, now - run.origin))
-                    break
-                flight = _Flight(step, request, executor, bound, session.slots(step.executor))
-                in_flight[step.id] = flight
-                self._launch(flight, complete, loop)
-            if not in_flight:
-                if stop_reason is not None:
-                    break
-                continue
-            if not completed and not past_deadline:
-                wake.append(loop.create_future())
-                try:
-                    await wake[0]
-                finally:
-                    wake.clear()
-            if not completed:
-                stop_reason, stop_detail = "time_budget", "time budget reached"
-                await self._cancel_all(in_flight, run, loop)
-                for step_id, result in self._cancelled_results(in_flight, run, loop):
-                    finish(step_id, result)
-                in_flight.clear()
-                break
-            for flight, result in completed:
-                del in_flight[flight.step.id]
-                finish(flight.step.id, result)
-            completed.clear()
-
-        if deadline_timer is not None:
-            deadline_timer.cancel()
-        now = loop.time() - run.origin
-        reason = f"not started: {stop_reason}" if stop_reason else "not started"
-        for step in steps:
-            if step.id not in run.results:
-                run.results[step.id] = _skipped(step, reason, now)
-        return PlanOutcome([run.results[step.id] for step in steps], stop_reason, stop_detail)
-
-    def _launch(
+    def __init__(
         self,
-        flight: _Flight,
-        complete: Callable[[_Flight, StepResult], None],
+        engine: LocalEngine,
+        plan: Plan,
+        session: PoolSession,
+        task: Task,
+        seed: int,
+        prior: Mapping[str, StepResult],
         loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        executor = flight.executor
-        simulate = getattr(executor, "simulate", None) if self.sync_fast_path else None
-        if simulate is not None:
+        origin: float | None,
+        deadline: float | None,
+    ):
+        self.engine = engine
+        self.steps = plan.steps
+        self.session = session
+        self.task = task
+        self.seed = seed
+        self.prior = prior
+        self.loop = loop
+        self.origin = loop.time() if origin is None else origin
+        self.deadline = deadline
+        self.results: dict[str, StepResult] = {}
+        self.index = {step.id: i for i, step in enumerate(self.steps)}
+        self.waiting = dict.fromkeys(self.index, 0)
+        self.children: dict[str, list[str]] = {step.id: [] for step in self.steps}
+        for step in self.steps:
+            for dep in step.depends_on:
+                if dep in self.index:
+                    self.waiting[step.id] += 1
+                    self.children[dep].append(step.id)
+        self.ready = [self.index[sid] for sid, count in self.waiting.items() if count == 0]
+        heapq.heapify(self.ready)
+        self.in_flight: dict[str, _Flight] = {}
+        self.chain: dict[str, float] = {}  # longest latency chain ending at each finished step
+        self.stop_reason: StopReason | None = None
+        self.stop_detail = ""
+        self.done: asyncio.Future[None] = loop.create_future()
 
-            def start() -> None:
-                flight.has_slot = True
-                flight.started = loop.time()
-                result = self._simulate(flight, simulate)
-                duration = min(result.latency_s, self.step_timeout_s)
-                flight.timer = loop.call_at(flight.started + duration, complete, flight, result)
+    async def run(self) -> PlanOutcome:
+        loop = self.loop
+        timer = None
+        if self.deadline is not None:
+            timer = loop.call_at(self.deadline, self._resolve)
+        self._pump()
+        await self.done
+        if timer is not None:
+            timer.cancel()
+        if self.in_flight or (self.ready and self.stop_reason is None):  # woken by the deadline
+            self._stop("time_budget", "time budget reached")
+            await self._cancel_in_flight()
+        now = loop.time() - self.origin
+        reason = f"not started: {self.stop_reason}" if self.stop_reason else "not started"
+        for step in self.steps:
+            if step.id not in self.results:
+                self.results[step.id] = _skipped(step, reason, now)
+        return PlanOutcome(
+            [self.results[step.id] for step in self.steps],
+            self.stop_reason,
+            self.stop_detail,
+            max(self.chain.values(), default=0.0),
+        )
 
-            flight.start = start
-            flight.slots.acquire(start)
+    # ---------------------------------------------------------------- scheduling
+
+    def _pump(self) -> None:
+        """Launch ready steps while allowed; resolve `done` once nothing can happen any more."""
+        limit = self.engine.max_parallel
+        while self.ready and self.stop_reason is None:
+            if limit is not None and len(self.in_flight) >= limit:
+                break
+            self._launch_or_skip(self.steps[heapq.heappop(self.ready)])
+        if not self.in_flight and (not self.ready or self.stop_reason is not None):
+            self._resolve()
+
+    def _launch_or_skip(self, step: Step) -> None:
+        now = self.loop.time()
+        blocked = self._blocked_reason(step)
+        if blocked is not None:
+            self._finish(step.id, _skipped(step, blocked, now - self.origin))
             return
+        if self.deadline is not None and now >= self.deadline:
+            self._stop("time_budget", "time budget reached")
+            self._finish(step.id, _skipped(step, self.stop_detail, now - self.origin))
+            return
+        request = self._request(step)
+        session = self.session
+        executor = session.executor(step.executor)
+        bound = session.cost_upper_bound(request, executor)
+        if not session.ledger.try_reserve(bound):
+            ledger = session.ledger
+            self._stop(
+                "cost_budget",
+                f"step {step.id!r} on {step.executor} could cost up to ${bound:.6f}, but only "
+                f"${ledger.remaining_usd:.6f} of the ${ledger.budget_usd:.6f} budget is left",
+            )
+            self._finish(
+                step.id, _skipped(step, "cost budget: " + self.stop_detail, now - self.origin)
+            )
+            return
+        flight = _Flight(step, request, executor, bound, session.slots(step.executor))
+        self.in_flight[step.id] = flight
+        simulate = getattr(executor, "simulate", None) if self.engine.sync_fast_path else None
+        if simulate is not None:
+            self._start_simulated(flight, simulate)
+        else:
+            self._start_task(flight)
+
+    def _finish(self, step_id: str, result: StepResult) -> None:
+        self.results[step_id] = result
+        step = self.steps[self.index[step_id]]
+        chain = self.chain
+        chain[step_id] = result.latency_s + max(
+            (chain[dep] for dep in step.depends_on if dep in chain), default=0.0
+        )
+        for child in self.children[step_id]:
+            self.waiting[child] -= 1
+            if self.waiting[child] == 0:
+                heapq.heappush(self.ready, self.index[child])
+
+    def _complete(self, flight: _Flight, result: StepResult) -> None:
+        """A started step ended (on the loop): settle, free its slot, schedule what is ready."""
+        now = self.loop.time()
+        started = flight.started if flight.started is not None else now
+        step = flight.step
+        # Plain attribute writes (no validation needed) straight into the model's fields.
+        result.__dict__.update(
+            step_id=step.id,
+            cost_usd=self.session.ledger.settle(
+                step.id, step.executor, flight.bound, result.cost_usd
+            ),
+            started_s=started - self.origin,
+            finished_s=now - self.origin,
+        )
+        # Drop the flight's references to its callbacks: they point back at the flight, and
+        # without these cycles a run's garbage is freed at once, with no collector pass.
+        flight.start = flight.timer = flight.task = None
+        del self.in_flight[step.id]
+        flight.slots.release()
+        self._finish(step.id, result)
+        if not self.done.done():
+            self._pump()
+
+    def _stop(self, reason: StopReason, detail: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_detail = reason, detail
+
+    def _resolve(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    # ---------------------------------------------------------------- running a step
+
+    def _start_simulated(
+        self, flight: _Flight, simulate: Callable[[StepRequest], StepResult]
+    ) -> None:
+        loop = self.loop
+        timeout = self.engine.step_timeout_s
+
+        def start() -> None:
+            flight.has_slot = True
+            flight.started = loop.time()
+            try:
+                result = simulate(flight.request)
+            except Exception as exc:
+                result = self._executor_error(flight, exc)
+            if result.latency_s > timeout:
+                result = self._timed_out(flight)
+            flight.timer = loop.call_at(
+                flight.started + min(result.latency_s, timeout), self._complete, flight, result
+            )
+
+        flight.start = start
+        flight.slots.acquire(start)
+
+    def _start_task(self, flight: _Flight) -> None:
+        loop = self.loop
 
         async def run_async() -> StepResult:
             slot_ready = loop.create_future()
@@ -271,52 +306,40 @@ class LocalEngine:
                 await slot_ready
             flight.started = loop.time()
             try:
-                async with asyncio.timeout(self.step_timeout_s):
-                    return await executor.run(flight.request)
+                async with asyncio.timeout(self.engine.step_timeout_s):
+                    return await flight.executor.run(flight.request)
             except TimeoutError:
                 return self._timed_out(flight)
             except Exception as exc:  # an executor bug must not take the episode down
-                return _failed(
-                    flight.step,
-                    f"executor error: {type(exc).__name__}: {exc}",
-                    flight.request.covers,
-                )
+                return self._executor_error(flight, exc)
 
         flight.task = loop.create_task(run_async())
         flight.task.add_done_callback(
-            lambda task_: None if task_.cancelled() else complete(flight, task_.result())
+            lambda task_: None if task_.cancelled() else self._complete(flight, task_.result())
         )
 
-    def _simulate(
-        self, flight: _Flight, simulate: Callable[[StepRequest], StepResult]
-    ) -> StepResult:
-        try:
-            result = simulate(flight.request)
-        except Exception as exc:
-            return _failed(
-                flight.step, f"executor error: {type(exc).__name__}: {exc}", flight.request.covers
-            )
-        if result.latency_s > self.step_timeout_s:
-            return self._timed_out(flight)
-        return result
+    def _executor_error(self, flight: _Flight, exc: Exception) -> StepResult:
+        return _failed(
+            flight.step, f"executor error: {type(exc).__name__}: {exc}", flight.request.covers
+        )
 
     def _timed_out(self, flight: _Flight) -> StepResult:
+        timeout = self.engine.step_timeout_s
         tokens_in = flight.executor.estimate_input_tokens(flight.request)
         return _failed(
             flight.step,
-            f"timeout after {self.step_timeout_s:g}s",
+            f"timeout after {timeout:g}s",
             flight.request.covers,
             tokens_in=tokens_in,
             cost_usd=flight.executor.profile.cost_usd(tokens_in, 0),
-            latency_s=self.step_timeout_s,
+            latency_s=timeout,
         )
 
-    @staticmethod
-    async def _cancel_all(
-        in_flight: dict[str, _Flight], run: _Run, loop: asyncio.AbstractEventLoop
-    ) -> None:
+    async def _cancel_in_flight(self) -> None:
+        """Cut off the steps in flight at the deadline: a started step is charged its input
+        tokens (the prompt was sent); a step still waiting for a slot costs nothing."""
         tasks = []
-        for flight in in_flight.values():
+        for flight in self.in_flight.values():
             if flight.timer is not None:
                 flight.timer.cancel()
             if flight.task is not None:
@@ -324,72 +347,67 @@ class LocalEngine:
                 tasks.append(flight.task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-
-    @staticmethod
-    def _cancelled_results(
-        in_flight: dict[str, _Flight], run: _Run, loop: asyncio.AbstractEventLoop
-    ) -> list[tuple[str, StepResult]]:
-        """Results of steps cut off at the deadline: a started step is charged its input tokens
-        (the prompt was sent); a step still waiting for a slot costs nothing."""
-        now = loop.time() - run.origin
+        flights = list(self.in_flight.values())  # a task may have finished in the meantime
         # Leave the queues first, so freed slots are not handed to steps being cancelled.
-        for flight in in_flight.values():
+        for flight in flights:
             if not flight.has_slot and flight.start is not None:
                 flight.slots.withdraw(flight.start)
-        for flight in in_flight.values():
+        for flight in flights:
             if flight.has_slot:
                 flight.slots.release()
-        results = []
-        ledger = run.session.ledger
-        for step_id, flight in in_flight.items():
+        now = self.loop.time() - self.origin
+        ledger = self.session.ledger
+        for flight in flights:
+            step = flight.step
             if flight.started is None:
-                charged = ledger.settle(step_id, flight.step.executor, flight.bound, 0.0)
-                started = now
+                charged = ledger.settle(step.id, step.executor, flight.bound, 0.0)
+                started, when = now, "before it started"
             else:
                 input_cost = flight.executor.profile.cost_usd(
                     flight.executor.estimate_input_tokens(flight.request), 0
                 )
-                charged = ledger.settle(step_id, flight.step.executor, flight.bound, input_cost)
-                started = flight.started - run.origin
-            results.append(
-                (
-                    step_id,
-                    _failed(
-                        flight.step,
-                        "cancelled: time budget reached "
-                        + ("while running" if flight.started is not None else "before it started"),
-                        flight.request.covers,
-                        cost_usd=charged,
-                        started_s=started,
-                        finished_s=now,
-                    ),
-                )
+                charged = ledger.settle(step.id, step.executor, flight.bound, input_cost)
+                started, when = flight.started - self.origin, "while running"
+            flight.start = flight.timer = flight.task = None
+            self._finish(
+                step.id,
+                _failed(
+                    step,
+                    f"cancelled: time budget reached {when}",
+                    flight.request.covers,
+                    cost_usd=charged,
+                    started_s=started,
+                    finished_s=now,
+                ),
             )
-        return results
+        self.in_flight.clear()
 
-    @staticmethod
-    def _blocked_reason(step: Step, run: _Run) -> str | None:
+    # ---------------------------------------------------------------- inputs
+
+    def _result_of(self, step_id: str) -> StepResult:
+        return self.results.get(step_id) or self.prior[step_id]
+
+    def _blocked_reason(self, step: Step) -> str | None:
         for dep in step.depends_on:
-            result = run.result_of(dep)
+            result = self._result_of(dep)
             if result.status != "ok":
                 return f"dependency {dep} {result.status}: {result.error}"
         return None
 
-    @staticmethod
-    def _request(step: Step, run: _Run) -> StepRequest:
-        inputs = tuple(run.result_of(dep) for dep in step.depends_on)
+    def _request(self, step: Step) -> StepRequest:
+        inputs = tuple(self._result_of(dep) for dep in step.depends_on)
         instruction = step.instruction
         if "{" in instruction:
             instruction = substitute_placeholders(
                 instruction, {result.step_id: result.output for result in inputs}
             )
-        profile = run.session.executor(step.executor).profile
+        profile = self.session.executor(step.executor).profile
         return StepRequest(
             step_id=step.id,
             instruction=instruction,
-            task=run.task,
+            task=self.task,
             covers=tuple(step.covers or ()),
             inputs=inputs,
             max_output_tokens=profile.max_output_tokens,
-            seed=run.seed,
+            seed=self.seed,
         )

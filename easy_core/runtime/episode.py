@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from easy_core.errors import EasyError, PlanError
 from easy_core.executors.pool import ExecutorPool
-from easy_core.graph import critical_path_s, parse_plan, validate_plan
+from easy_core.graph import parse_plan, validate_plan
 from easy_core.params import Params
 from easy_core.policies.base import EpisodeState, Policy
 from easy_core.rewards import reward
@@ -45,7 +45,7 @@ class EpisodeRunner:
         deadline = origin + task.budget_s
         session = self.pool.session(task.budget_usd)
         state = EpisodeState(task, self.pool, self.params, seed, session.ledger)
-        subtask_ids = [sub.id for sub in task.subtasks] if task.subtasks else None
+        subtask_ids = task.subtask_index if task.subtasks else None
         repairs = 0
         final: str | None = None
         end_reason: EndReason | None = None
@@ -104,6 +104,7 @@ class EpisodeRunner:
                     results=outcome.results,
                     started_s=started,
                     finished_s=loop.time() - origin,
+                    critical_path_s=outcome.critical_path_s,
                 )
             )
             state.results.update((result.step_id, result) for result in outcome.results)
@@ -141,10 +142,7 @@ class EpisodeRunner:
     @staticmethod
     def _metrics(state: EpisodeState, makespan_s: float, spent_usd: float) -> RunMetrics:
         results = [r for m in state.milestones for r in m.results]
-        critical = sum(
-            critical_path_s(m.plan, {r.step_id: r.latency_s for r in m.results})
-            for m in state.milestones
-        )
+        critical = sum(m.critical_path_s for m in state.milestones)
         return RunMetrics(
             cost_usd=spent_usd,
             makespan_s=makespan_s,
