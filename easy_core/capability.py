@@ -15,7 +15,8 @@ MID_DIFFICULTY = 3
 
 
 def expected_success(profile: ExecutorProfile, skill: str, difficulty: int, slope: float) -> float:
-    return _shifted(profile.success_rate(skill), difficulty, slope)
+    capability = profile.capability.get(skill)
+    return _shifted(capability.success if capability else 0.0, difficulty, slope)
 
 
 @lru_cache(maxsize=4096)

@@ -12,8 +12,13 @@ from pathlib import Path
 from easy_core.executors.pool import BackendContext, ExecutorPool
 from easy_core.executors.simulated import SimWorld
 from easy_core.params import Params
-from easy_core.policies import get_policy
-from easy_core.runtime.clock import TimeMode, new_event_loop
+from easy_core.policies import Policy, get_policy
+from easy_core.runtime.clock import (
+    DiscreteEventClock,
+    TimeMode,
+    new_event_loop,
+    run_synchronously,
+)
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.schemas import EvalMetrics, Task, Trajectory
 from easy_core.stats import mean, wilson_interval
@@ -51,6 +56,8 @@ def run_episodes(
 ) -> list[Trajectory]:
     """Episodes one after another on one event loop (each has the pool's slots to itself)."""
     policy = get_policy(policy_name)
+    if mode == "virtual" and getattr(policy, "synchronous", False) and runner.can_simulate():
+        return _run_discrete(tasks, runner, policy, seed, on_episode)
 
     async def run_all() -> list[Trajectory]:
         trajectories = []
@@ -66,6 +73,24 @@ def run_episodes(
             return loop.run_until_complete(run_all())
     finally:
         loop.close()
+
+
+def _run_discrete(
+    tasks: Iterable[Task],
+    runner: EpisodeRunner,
+    policy: Policy,
+    seed: int,
+    on_episode: ProgressCallback | None,
+) -> list[Trajectory]:
+    """Episodes as discrete-event simulations: same scheduler, no event loop."""
+    trajectories = []
+    with collector_paused():
+        for task in tasks:
+            clock = DiscreteEventClock()
+            trajectories.append(run_synchronously(runner.run(task, policy, seed, clock)))
+            if on_episode is not None:
+                on_episode(1)
+    return trajectories
 
 
 @contextmanager

@@ -209,3 +209,75 @@ def test_wall_time_matches_virtual_time():
     assert v == pytest.approx(0.12)
     assert v <= w < v + 0.05
     assert [r.status for r in wall.results] == [r.status for r in virtual.results]
+
+
+class _AsyncOnly:
+    """Wraps a policy without its `synchronous` mark, forcing the asyncio virtual loop."""
+
+    def __init__(self, policy):
+        self.inner = policy
+        self.name = policy.name
+
+    async def act(self, state):
+        return await self.inner.act(state)
+
+
+@pytest.mark.parametrize("policy", ["greedy", "oracle", "random", "strongest"])
+@pytest.mark.parametrize("sequential", [False, True])
+def test_discrete_event_clock_agrees_with_the_asyncio_loop(pool, params, policy, sequential):
+    from easy_core.evaluation import run_episodes
+    from easy_core.policies import get_policy
+    from easy_core.runtime.episode import EpisodeRunner
+    from easy_core.suites.sim import SimSuite
+
+    tasks = list(SimSuite(params.sim).tasks("test", 60, seed=4))
+    tight = [
+        t.model_copy(update={"budget_usd": t.budget_usd / 6, "budget_s": t.budget_s / 4})
+        for t in tasks[:20]
+    ]
+    runner = EpisodeRunner(pool, params, SimSuite.check, sequential=sequential)
+    discrete = run_episodes(tasks + tight, runner, policy, seed=4)
+
+    async def on_loop():
+        inner = _AsyncOnly(get_policy(policy))
+        return [await runner.run(t, inner, 4) for t in tasks + tight]
+
+    looped = run(on_loop())
+    reasons = {t.end_reason for t in discrete}
+    assert "final_answer" in reasons and reasons & {"cost_budget", "time_budget"}
+    for a, b in zip(discrete, looped, strict=True):
+        assert_close(a.model_dump(), b.model_dump())
+
+
+def assert_close(a, b, path="") -> None:
+    """Equal up to float rounding (the asyncio loop's clock keeps running across episodes)."""
+    if isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-9), path
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for key in a:
+            assert_close(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_close(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path
+
+
+def test_discrete_clock_refuses_what_it_cannot_simulate():
+    import asyncio
+
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+
+    async def waits():
+        await asyncio.sleep(0)
+
+    with pytest.raises(RuntimeError, match="asyncio loop"):
+        run_synchronously(waits())
+    pool = ExecutorPool.of("scripted", [ScriptedExecutor()])
+    coro = LocalEngine().execute(
+        make_plan([("a", [])]), pool.session(1.0), TASK, clock=DiscreteEventClock()
+    )
+    with pytest.raises(TypeError, match="cannot simulate"):
+        run_synchronously(coro)

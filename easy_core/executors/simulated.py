@@ -32,6 +32,15 @@ def unit_hash(key: str) -> float:
     return (int.from_bytes(digest, "big") + 0.5) / 2.0**64
 
 
+def unit_hash_pair(key: str) -> tuple[float, float]:
+    """Two independent deterministic uniforms in (0, 1) from one string key."""
+    digest = hashlib.blake2b(key.encode(), digest_size=16).digest()
+    return (
+        (int.from_bytes(digest[:8], "big") + 0.5) / 2.0**64,
+        (int.from_bytes(digest[8:], "big") + 0.5) / 2.0**64,
+    )
+
+
 class SimWorld:
     """The rules of the simulated world, shared by every sim executor and the oracle."""
 
@@ -110,10 +119,11 @@ class SimWorld:
             tokens_out = request.max_output_tokens
             all_correct = False
             answers = {}
-        reliable = unit_hash(step_key + "|check") < profile.self_check_reliability
+        check_draw, latency_draw = unit_hash_pair(step_key)
+        reliable = check_draw < profile.self_check_reliability
         self_check = all_correct if reliable else not all_correct
         sigma = self.sim.latency_jitter
-        jitter = math.exp(sigma * _NORMAL.inv_cdf(unit_hash(step_key + "|latency")) - sigma**2 / 2)
+        jitter = math.exp(sigma * _NORMAL.inv_cdf(latency_draw) - sigma**2 / 2)
         latency = profile.latency
         latency_s = jitter * (
             latency.ttft_s

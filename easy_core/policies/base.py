@@ -37,6 +37,9 @@ class EpisodeState:
 
 
 class Policy(Protocol):
+    """A policy may set `synchronous = True` when `act` never waits on anything; the runtime
+    can then simulate its episodes without an event loop."""
+
     name: str
 
     async def act(self, state: EpisodeState) -> Plan | str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from easy_core.capability import expected_success
 from easy_core.errors import PolicyError
@@ -28,8 +28,7 @@ from easy_core.schemas import ExecutorProfile, Plan, Step, StepResult, Subtask, 
 USELESS_BELOW = 0.1
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
+class Option(NamedTuple):
     """One executor for one subtask, as the profiles predict it."""
 
     executor: str
@@ -118,6 +117,7 @@ class SubtaskPolicy:
 
     name = "subtask"
     escalate = False
+    synchronous = True  # never waits: episodes can run on a discrete-event clock
 
     async def act(self, state: EpisodeState) -> Plan:
         task = state.task

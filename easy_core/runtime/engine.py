@@ -29,6 +29,7 @@ from typing import Literal
 from easy_core.executors.base import Executor, StepRequest
 from easy_core.executors.pool import ExecutorSlots, PoolSession
 from easy_core.graph import substitute_placeholders
+from easy_core.runtime.clock import Cancellable, Clock, DiscreteEventClock
 from easy_core.schemas import Plan, Step, StepResult, Task
 
 StopReason = Literal["cost_budget", "time_budget"]
@@ -54,7 +55,7 @@ class _Flight:
     has_slot: bool = False
     started: float | None = None
     start: Callable[[], None] | None = None
-    timer: asyncio.TimerHandle | None = None
+    timer: Cancellable | None = None
     task: asyncio.Task[StepResult] | None = None
 
 
@@ -106,11 +107,15 @@ class LocalEngine:
         prior: Mapping[str, StepResult] | None = None,
         origin: float | None = None,
         deadline: float | None = None,
+        clock: Clock | None = None,
     ) -> PlanOutcome:
-        """Run a validated plan. `origin` is the loop time the episode started (result times are
-        relative to it); `deadline` is the loop time at which the time budget runs out."""
-        loop = asyncio.get_running_loop()
-        schedule = _Schedule(self, plan, session, task, seed, prior or {}, loop, origin, deadline)
+        """Run a validated plan. `origin` is the clock time the episode started (result times
+        are relative to it); `deadline` is the clock time at which the time budget runs out.
+        `clock` defaults to the running asyncio loop; a `DiscreteEventClock` runs the plan as a
+        discrete-event simulation (every executor must be able to `simulate()`)."""
+        if clock is None:
+            clock = asyncio.get_running_loop()
+        schedule = _Schedule(self, plan, session, task, seed, prior or {}, clock, origin, deadline)
         return await schedule.run()
 
 
@@ -125,7 +130,7 @@ class _Schedule:
         task: Task,
         seed: int,
         prior: Mapping[str, StepResult],
-        loop: asyncio.AbstractEventLoop,
+        clock: Clock,
         origin: float | None,
         deadline: float | None,
     ):
@@ -135,8 +140,9 @@ class _Schedule:
         self.task = task
         self.seed = seed
         self.prior = prior
-        self.loop = loop
-        self.origin = loop.time() if origin is None else origin
+        self.clock = clock
+        self.discrete = isinstance(clock, DiscreteEventClock)
+        self.origin = clock.time() if origin is None else origin
         self.deadline = deadline
         self.results: dict[str, StepResult] = {}
         self.index = {step.id: i for i, step in enumerate(self.steps)}
@@ -153,21 +159,27 @@ class _Schedule:
         self.chain: dict[str, float] = {}  # longest latency chain ending at each finished step
         self.stop_reason: StopReason | None = None
         self.stop_detail = ""
-        self.done: asyncio.Future[None] = loop.create_future()
+        self.finished = False
+        self.done: asyncio.Future[None] | None = None
+        if not self.discrete:
+            self.done = clock.create_future()  # type: ignore[attr-defined]
 
     async def run(self) -> PlanOutcome:
-        loop = self.loop
+        clock = self.clock
         timer = None
         if self.deadline is not None:
-            timer = loop.call_at(self.deadline, self._resolve)
+            timer = clock.call_at(self.deadline, self._resolve)
         self._pump()
-        await self.done
+        if self.done is not None:
+            await self.done
+        else:
+            clock.run_until(lambda: self.finished)  # type: ignore[attr-defined]
         if timer is not None:
             timer.cancel()
         if self.in_flight or (self.ready and self.stop_reason is None):  # woken by the deadline
             self._stop("time_budget", "time budget reached")
             await self._cancel_in_flight()
-        now = loop.time() - self.origin
+        now = clock.time() - self.origin
         reason = f"not started: {self.stop_reason}" if self.stop_reason else "not started"
         for step in self.steps:
             if step.id not in self.results:
@@ -192,7 +204,7 @@ class _Schedule:
             self._resolve()
 
     def _launch_or_skip(self, step: Step) -> None:
-        now = self.loop.time()
+        now = self.clock.time()
         blocked = self._blocked_reason(step)
         if blocked is not None:
             self._finish(step.id, _skipped(step, blocked, now - self.origin))
@@ -218,9 +230,14 @@ class _Schedule:
             return
         flight = _Flight(step, request, executor, bound, session.slots(step.executor))
         self.in_flight[step.id] = flight
-        simulate = getattr(executor, "simulate", None) if self.engine.sync_fast_path else None
-        if simulate is not None:
+        simulate = getattr(executor, "simulate", None)
+        if simulate is not None and (self.engine.sync_fast_path or self.discrete):
             self._start_simulated(flight, simulate)
+        elif self.discrete:
+            raise TypeError(
+                f"executor {step.executor!r} cannot simulate(); the discrete-event clock runs "
+                "only simulating executors: use an asyncio loop"
+            )
         else:
             self._start_task(flight)
 
@@ -238,7 +255,7 @@ class _Schedule:
 
     def _complete(self, flight: _Flight, result: StepResult) -> None:
         """A started step ended (on the loop): settle, free its slot, schedule what is ready."""
-        now = self.loop.time()
+        now = self.clock.time()
         started = flight.started if flight.started is not None else now
         step = flight.step
         # Plain attribute writes (no validation needed) straight into the model's fields.
@@ -256,7 +273,7 @@ class _Schedule:
         del self.in_flight[step.id]
         flight.slots.release()
         self._finish(step.id, result)
-        if not self.done.done():
+        if not self.finished:
             self._pump()
 
     def _stop(self, reason: StopReason, detail: str) -> None:
@@ -264,27 +281,29 @@ class _Schedule:
             self.stop_reason, self.stop_detail = reason, detail
 
     def _resolve(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
+        if not self.finished:
+            self.finished = True
+            if self.done is not None:
+                self.done.set_result(None)
 
     # ---------------------------------------------------------------- running a step
 
     def _start_simulated(
         self, flight: _Flight, simulate: Callable[[StepRequest], StepResult]
     ) -> None:
-        loop = self.loop
+        clock = self.clock
         timeout = self.engine.step_timeout_s
 
         def start() -> None:
             flight.has_slot = True
-            flight.started = loop.time()
+            flight.started = clock.time()
             try:
                 result = simulate(flight.request)
             except Exception as exc:
                 result = self._executor_error(flight, exc)
             if result.latency_s > timeout:
                 result = self._timed_out(flight)
-            flight.timer = loop.call_at(
+            flight.timer = clock.call_at(
                 flight.started + min(result.latency_s, timeout), self._complete, flight, result
             )
 
@@ -292,7 +311,7 @@ class _Schedule:
         flight.slots.acquire(start)
 
     def _start_task(self, flight: _Flight) -> None:
-        loop = self.loop
+        loop = asyncio.get_running_loop()
 
         async def run_async() -> StepResult:
             slot_ready = loop.create_future()
@@ -355,7 +374,7 @@ class _Schedule:
         for flight in flights:
             if flight.has_slot:
                 flight.slots.release()
-        now = self.loop.time() - self.origin
+        now = self.clock.time() - self.origin
         ledger = self.session.ledger
         for flight in flights:
             step = flight.step

@@ -13,6 +13,7 @@ from easy_core.graph import parse_plan, validate_plan
 from easy_core.params import Params
 from easy_core.policies.base import EpisodeState, Policy
 from easy_core.rewards import reward
+from easy_core.runtime.clock import Clock
 from easy_core.runtime.engine import LocalEngine
 from easy_core.schemas import EndReason, Milestone, Plan, RunMetrics, Task, Trajectory
 
@@ -39,8 +40,16 @@ class EpisodeRunner:
         )
         self._executor_names = set(pool.executors)
 
-    async def run(self, task: Task, policy: Policy, seed: int = 0) -> Trajectory:
-        loop = asyncio.get_running_loop()
+    def can_simulate(self) -> bool:
+        """Whether every executor can `simulate()`, so episodes can run on a
+        `DiscreteEventClock` without an event loop."""
+        return all(hasattr(e, "simulate") for e in self.pool.executors.values())
+
+    async def run(
+        self, task: Task, policy: Policy, seed: int = 0, clock: Clock | None = None
+    ) -> Trajectory:
+        """One episode. `clock` defaults to the running asyncio loop."""
+        loop = clock if clock is not None else asyncio.get_running_loop()
         origin = loop.time()
         deadline = origin + task.budget_s
         session = self.pool.session(task.budget_usd)
@@ -96,6 +105,7 @@ class EpisodeRunner:
                 prior=state.results,
                 origin=origin,
                 deadline=deadline,
+                clock=loop,
             )
             state.milestones.append(
                 Milestone(
