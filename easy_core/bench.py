@@ -133,23 +133,37 @@ def makespan_ratio(task: Task, pool: ExecutorPool, engine: LocalEngine) -> float
 SIM_DEFAULT_POOL = Path("configs/pools/sim-default.yaml")
 
 
+WARMUP_EPISODES = 300
+
+
 def sim_throughput(
-    params: Params, episodes: int, policy: str = "greedy", pool_path: Path = SIM_DEFAULT_POOL
-) -> dict[str, float]:
+    params: Params,
+    episodes: int,
+    policy: str = "greedy",
+    pool_path: Path = SIM_DEFAULT_POOL,
+    repeats: int = 3,
+) -> dict[str, float | str]:
+    """Episodes per second in one process (one core), median of `repeats` runs after a
+    warm-up; task generation is timed apart."""
     suite = SimSuite(params.sim)
     pool = load_pool(pool_path, params)
     runner = EpisodeRunner(pool, params, suite.check)
-    started = time.perf_counter()
-    tasks = list(suite.tasks("test", episodes, seed=0))
-    generated = time.perf_counter()
-    trajectories = run_episodes(tasks, runner, policy, seed=0)
-    finished = time.perf_counter()
-    steps = sum(t.metrics.n_steps for t in trajectories)
+    run_episodes(suite.tasks("train", WARMUP_EPISODES, seed=0), runner, policy, seed=0)
+    generation, simulation, steps = [], [], 0
+    for repeat in range(repeats):
+        started = time.perf_counter()
+        tasks = list(suite.tasks("test", episodes, seed=repeat))
+        generated = time.perf_counter()
+        trajectories = run_episodes(tasks, runner, policy, seed=repeat)
+        finished = time.perf_counter()
+        generation.append(generated - started)
+        simulation.append(finished - generated)
+        steps += sum(t.metrics.n_steps for t in trajectories)
     return {
-        "sim_episodes_per_s": episodes / (finished - generated),
-        "sim_episodes_per_s_with_task_generation": episodes / (finished - started),
-        "sim_steps_per_s": steps / (finished - generated),
-        "sim_steps_per_episode": steps / episodes,
+        "sim_policy": policy,
+        "sim_episodes_per_s": episodes / statistics.median(simulation),
+        "sim_tasks_generated_per_s": episodes / statistics.median(generation),
+        "sim_steps_per_episode": steps / (episodes * repeats),
     }
 
 

@@ -72,6 +72,10 @@ class Clock(Protocol):
     def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> Cancellable: ...
 
 
+def _nothing(*args: Any) -> None:
+    return None
+
+
 class _Event:
     __slots__ = ("callback", "args", "cancelled")
 
@@ -81,7 +85,10 @@ class _Event:
         self.cancelled = False
 
     def cancel(self) -> None:
+        # Like asyncio's handles, drop the references so nothing is kept alive by the heap.
         self.cancelled = True
+        self.callback = _nothing
+        self.args = ()
 
 
 class DiscreteEventClock:
