@@ -16,11 +16,12 @@ MID_DIFFICULTY = 3
 
 def expected_success(profile: ExecutorProfile, skill: str, difficulty: int, slope: float) -> float:
     capability = profile.capability.get(skill)
-    return _shifted(capability.success if capability else 0.0, difficulty, slope)
+    return shifted_success(capability.success if capability else 0.0, difficulty, slope)
 
 
 @lru_cache(maxsize=4096)
-def _shifted(base: float, difficulty: int, slope: float) -> float:
+def shifted_success(base: float, difficulty: int, slope: float) -> float:
+    """`base` success at average difficulty, moved on the logit scale to `difficulty`."""
     if base <= 0.0 or base >= 1.0:
         return base
     logit = math.log(base / (1.0 - base)) - slope * (difficulty - MID_DIFFICULTY)

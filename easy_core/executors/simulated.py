@@ -18,7 +18,7 @@ import hashlib
 import math
 from statistics import NormalDist
 
-from easy_core.capability import expected_success
+from easy_core.capability import expected_success, shifted_success
 from easy_core.executors.base import StepRequest, approx_tokens
 from easy_core.params import CapabilityParams, SimParams
 from easy_core.schemas import ExecutorProfile, StepResult, Subtask, Task
@@ -73,63 +73,67 @@ class SimWorld:
         """Score the step; `latency_s` is the modelled latency the caller waits for."""
         task = request.task
         seed = request.seed
-        covered = [task.subtask(sub_id) for sub_id in request.covers]
-        own_tokens = approx_tokens(request.instruction) + sum(s.input_tokens for s in covered)
-        if own_tokens > profile.context_window:
+        index = task.subtask_index
+        covers = request.covers
+        covered = [index[sub_id] for sub_id in covers]
+        window = profile.context_window
+        tokens_in = approx_tokens(request.instruction) + sum(s.input_tokens for s in covered)
+        if tokens_in > window:
             return StepResult(
                 step_id=request.step_id,
                 executor=profile.name,
                 status="failed",
-                error=f"context window exceeded: {own_tokens} > {profile.context_window} tokens",
-                covers=list(request.covers),
+                error=f"context window exceeded: {tokens_in} > {window} tokens",
+                covers=list(covers),
             )
         # Context from dependencies is packed in order; what does not fit is lost.
-        tokens_in = own_tokens
         available: dict[str, str] = {}
         for result in request.inputs:
-            if tokens_in + result.tokens_out > profile.context_window:
-                continue
-            tokens_in += result.tokens_out
-            available.update(result.sub_answers)
+            if tokens_in + result.tokens_out <= window:
+                tokens_in += result.tokens_out
+                available.update(result.sub_answers)
 
+        sim = self.sim
+        slope = self.capability.difficulty_slope
+        capability = profile.capability
         answers: dict[str, str] = {}
         all_correct = bool(covered)
         tokens_out = 0
         for position, sub in enumerate(covered):
-            p = self.success_probability(profile, sub)
+            skill = capability.get(sub.skill)
+            p = shifted_success(skill.success if skill else 0.0, sub.difficulty, slope)
             inputs_correct = True
             missing = 0
             for prereq in sub.depends_on:
-                if prereq in available:
-                    inputs_correct &= available[prereq] == task.subtask(prereq).gold
-                else:
+                answer = available.get(prereq)
+                if answer is None:
                     missing += 1
-            p *= self.sim.missing_context_penalty**missing
-            p *= self.sim.multi_cover_factor**position
+                elif answer != index[prereq].gold:
+                    inputs_correct = False
+            if missing:
+                p *= sim.missing_context_penalty**missing
+            if position:
+                p *= sim.multi_cover_factor**position
             ok = inputs_correct and self.hardness(seed, task.id, sub.id, profile.name) < p
             answer = sub.gold if ok else f"wrong-{sub.id}-{int(p * 1000):03d}"
-            answers[sub.id] = answer
-            available[sub.id] = answer
-            all_correct &= ok
+            answers[sub.id] = available[sub.id] = answer
+            all_correct = all_correct and ok
             tokens_out += max(1, round(sub.output_tokens * profile.verbosity))
         if not covered:
             tokens_out = 1
-        step_key = f"{seed}|{task.id}|{','.join(request.covers)}|{profile.name}"
         if tokens_out > request.max_output_tokens:
             tokens_out = request.max_output_tokens
             all_correct = False
             answers = {}
-        check_draw, latency_draw = unit_hash_pair(step_key)
-        reliable = check_draw < profile.self_check_reliability
-        self_check = all_correct if reliable else not all_correct
-        sigma = self.sim.latency_jitter
-        jitter = math.exp(sigma * _NORMAL.inv_cdf(latency_draw) - sigma**2 / 2)
-        latency = profile.latency
-        latency_s = jitter * (
-            latency.ttft_s
-            + tokens_in / latency.prefill_tokens_per_s
-            + tokens_out / latency.tokens_per_s
+        check_draw, latency_draw = unit_hash_pair(
+            f"{seed}|{task.id}|{','.join(covers)}|{profile.name}"
         )
+        self_check = all_correct if check_draw < profile.self_check_reliability else not all_correct
+        sigma = sim.latency_jitter
+        jitter = (
+            math.exp(sigma * _NORMAL.inv_cdf(latency_draw) - sigma * sigma / 2) if sigma else 1.0
+        )
+        latency = profile.latency
         return StepResult(
             step_id=request.step_id,
             executor=profile.name,
@@ -137,10 +141,16 @@ class SimWorld:
             output="; ".join(f"{sub_id}={answer}" for sub_id, answer in answers.items()),
             tokens_in=tokens_in,
             tokens_out=tokens_out,
-            cost_usd=profile.cost_usd(tokens_in, tokens_out),
-            latency_s=latency_s,
+            cost_usd=(tokens_in * profile.price_in_per_1m + tokens_out * profile.price_out_per_1m)
+            / 1e6,
+            latency_s=jitter
+            * (
+                latency.ttft_s
+                + tokens_in / latency.prefill_tokens_per_s
+                + tokens_out / latency.tokens_per_s
+            ),
             self_check=self_check if covered else None,
-            covers=list(request.covers),
+            covers=list(covers),
             sub_answers=answers,
         )
 

@@ -23,7 +23,7 @@ from easy_core.capability import expected_success
 from easy_core.errors import PolicyError
 from easy_core.executors.simulated import SimExecutor
 from easy_core.policies.base import EpisodeState
-from easy_core.schemas import ExecutorProfile, Plan, Step, StepResult, Subtask, Task
+from easy_core.schemas import ExecutorProfile, Plan, StepResult, Subtask, Task
 
 USELESS_BELOW = 0.1
 
@@ -175,17 +175,18 @@ class SubtaskPolicy:
             deps = [f"m{k}-{d}" if d in redo else latest[d].step_id for d in sub.depends_on]
             inputs = f" from the results of {', '.join(sub.depends_on)}" if sub.depends_on else ""
             steps.append(
-                Step(
-                    id=f"m{k}-{sub.id}",
-                    executor=executor,
-                    instruction=(
+                {
+                    "id": f"m{k}-{sub.id}",
+                    "executor": executor,
+                    "instruction": (
                         f"Solve {sub.id} ({sub.skill}, difficulty {sub.difficulty}/5){inputs}."
                     ),
-                    depends_on=deps,
-                    covers=[sub.id],
-                )
+                    "depends_on": deps,
+                    "covers": [sub.id],
+                }
             )
-        return Plan(milestone=goal, steps=steps)
+        # One validation call for the whole plan is much cheaper than one per step.
+        return Plan.model_validate({"milestone": goal, "steps": steps})
 
     def chooser(self, state: EpisodeState) -> Callable[[Subtask], str]:
         """The executor for each subtask of one plan."""
