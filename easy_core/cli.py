@@ -113,10 +113,12 @@ def progress_bar() -> Progress:
 def eval_command(
     policy: Annotated[str, typer.Option(help="strongest, cheapest, random, greedy, oracle")],
     pool: Annotated[Path, typer.Option(help="pool YAML, e.g. configs/pools/sim-default.yaml")],
-    suite: Annotated[str, typer.Option(help="task suite")] = "sim",
-    n: Annotated[int, typer.Option(min=1, help="number of tasks")] = 200,
-    seed: Annotated[int, typer.Option(help="task and outcome seed")] = 0,
-    split: Annotated[str, typer.Option(help="train or test")] = "test",
+    suite: Annotated[str | None, typer.Option(help="task suite [params: eval.suite]")] = None,
+    n: Annotated[int | None, typer.Option(min=1, help="number of tasks [params: eval.n]")] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="task and outcome seed [params: eval.seed]")
+    ] = None,
+    split: Annotated[str | None, typer.Option(help="train or test [params: eval.split]")] = None,
     sequential: Annotated[bool, typer.Option(help="run each plan one step at a time")] = False,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="write episodes.jsonl, metrics.json")
@@ -126,9 +128,18 @@ def eval_command(
 ) -> None:
     """Evaluate one policy on a suite and a pool."""
     params = resolve_params(params_path)
-    spec = EvalSpec(suite, policy, pool, n, seed, split, sequential)
+    defaults = params.eval
+    spec = EvalSpec(
+        suite or defaults.suite,
+        policy,
+        pool,
+        n or defaults.n,
+        defaults.seed if seed is None else seed,
+        split or defaults.split,
+        sequential,
+    )
     with progress_bar() as progress:
-        bar = progress.add_task(f"{policy} on {suite}", total=n)
+        bar = progress.add_task(f"{policy} on {spec.suite}", total=spec.n)
         metrics, trajectories = evaluate(
             spec, params, on_episode=lambda k: progress.advance(bar, k)
         )
@@ -137,7 +148,7 @@ def eval_command(
     if as_json:
         print(metrics.model_dump_json(indent=2))
     else:
-        out.print(metrics_table([metrics], f"{suite} / {metrics.pool}"))
+        out.print(metrics_table([metrics], f"{spec.suite} / {metrics.pool}"))
         if out_dir is not None:
             out.print(f"wrote {out_dir}/episodes.jsonl and {out_dir}/metrics.json")
 

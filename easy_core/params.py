@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,8 +63,10 @@ class PolicyParams(_Section):
 
 
 class EvalParams(_Section):
+    """Defaults of `easy eval` when its options are not given."""
+
     suite: str = "sim"
-    split: str = "test"
+    split: Literal["train", "test"] = "test"
     n: int = Field(500, ge=1)
     seed: int = 0
 

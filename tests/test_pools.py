@@ -44,3 +44,9 @@ def test_difficulty_shifts_expected_success(pool):
     easy, mid, hard = (expected_success(m, "code", d, 0.6) for d in (1, 3, 5))
     assert easy > mid > hard
     assert mid == m.success_rate("code")
+
+
+def test_executor_card_lists_price_speed_context_and_skills(pool):
+    card = pool.profile("sim-xl").card()
+    for text in ("sim-xl", "$3/1M in", "$6/1M out", "45 tok/s", "context 131072", "code 93%"):
+        assert text in card

@@ -119,10 +119,6 @@ class DiscreteEventClock:
                 self.now = when
             event.callback(*event.args)
 
-    def reset(self) -> None:
-        """Drop what is left (cancelled timers) between episodes."""
-        self._heap.clear()
-
 
 def run_synchronously(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that never waits on anything (a discrete-event episode) to its end."""
