@@ -211,14 +211,19 @@ def bench_baselines(
     out_file: Annotated[
         Path | None, typer.Option("--out", help="write all metrics as JSON")
     ] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="print a markdown table")] = False,
     params_path: ParamsOption = None,
 ) -> None:
     """Every baseline, parallel and sequential, on the same held-out sim tasks."""
     from easy_core.bench import baseline_table
+    from easy_core.reports import metrics_markdown
     from easy_core.storage import atomic_write_text
 
     rows = baseline_table(resolve_params(params_path), pool, n=n, seed=seed)
-    out.print(metrics_table(rows, f"baselines on {n} held-out sim tasks ({pool})"))
+    if markdown:
+        print(metrics_markdown(rows), end="")
+    else:
+        out.print(metrics_table(rows, f"baselines on {n} held-out sim tasks ({pool})"))
     if out_file is not None:
         atomic_write_text(out_file, json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
 

@@ -71,6 +71,54 @@ class EvalParams(_Section):
     seed: int = 0
 
 
+SIM_POOLS = ["configs/pools/sim-default.yaml", "configs/pools/sim-unseen.yaml"]
+BASELINE_POLICIES = ["strongest", "cheapest", "random", "greedy", "oracle"]
+
+
+class PipelineParams(_Section):
+    """How the Prefect flows run their tasks."""
+
+    task_retries: int = Field(2, ge=0)
+    task_retry_delay_s: list[float] = Field(
+        default_factory=lambda: [1.0, 5.0, 20.0], description="backoff between task retries"
+    )
+    task_timeout_s: float = Field(1800.0, gt=0)
+    max_workers: int = Field(64, ge=1, description="threads running concurrent Prefect tasks")
+
+
+class ProfileParams(_Section):
+    pools: list[str] = Field(default_factory=lambda: list(SIM_POOLS))
+    n_tasks: int = Field(300, ge=1)
+    seed: int = 0
+
+
+class SftDataParams(_Section):
+    teacher: str = "greedy"
+    pool: str = SIM_POOLS[0]
+    n_tasks: int = Field(400, ge=1)
+    seed: int = 0
+
+
+class RolloutParams(_Section):
+    policy: str = "greedy"
+    pool: str = SIM_POOLS[0]
+    shards: int = Field(4, ge=1)
+    episodes_per_shard: int = Field(500, ge=1)
+    seed: int = 0
+
+
+class EvaluateParams(_Section):
+    pools: list[str] = Field(default_factory=lambda: list(SIM_POOLS))
+    policies: list[str] = Field(default_factory=lambda: list(BASELINE_POLICIES))
+    n: int = Field(500, ge=1)
+    seed: int = 0
+
+
+class InferenceParams(_Section):
+    pool: str = SIM_POOLS[0]
+    policy: str = "greedy"
+
+
 class Params(_Section):
     limits: LimitParams = LimitParams()
     runtime: RuntimeParams = RuntimeParams()
@@ -79,6 +127,13 @@ class Params(_Section):
     reward: RewardParams = RewardParams()
     policies: PolicyParams = PolicyParams()
     eval: EvalParams = EvalParams()
+    pipeline: PipelineParams = PipelineParams()
+    profile: ProfileParams = ProfileParams()
+    sft_data: SftDataParams = SftDataParams()
+    rollouts: RolloutParams = RolloutParams()
+    evaluate: EvaluateParams = EvaluateParams()
+    nightly: EvaluateParams = EvaluateParams(n=1000)
+    inference: InferenceParams = InferenceParams()
 
 
 def load_params(path: str | Path | None) -> Params:

@@ -24,7 +24,7 @@ import asyncio
 import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from easy_core.executors.base import Executor, StepRequest
 from easy_core.executors.pool import ExecutorSlots, PoolSession
@@ -41,6 +41,64 @@ class PlanOutcome:
     stop_reason: StopReason | None = None
     stop_detail: str = ""
     critical_path_s: float = 0.0  # longest dependency chain, by the steps' own latencies
+
+
+class PlanEngine(Protocol):
+    """Runs one validated plan; `LocalEngine` here, a Prefect engine in flows/."""
+
+    async def execute(
+        self,
+        plan: Plan,
+        session: PoolSession,
+        task: Task,
+        *,
+        seed: int = 0,
+        prior: Mapping[str, StepResult] | None = None,
+        origin: float | None = None,
+        deadline: float | None = None,
+        clock: Clock | None = None,
+    ) -> PlanOutcome: ...
+
+
+def blocked_reason(step: Step, result_of: Callable[[str], StepResult]) -> str | None:
+    """Why a step cannot run: a dependency that did not end ok."""
+    for dep in step.depends_on:
+        result = result_of(dep)
+        if result.status != "ok":
+            return f"dependency {dep} {result.status}: {result.error}"
+    return None
+
+
+def build_request(
+    step: Step, inputs: tuple[StepResult, ...], task: Task, seed: int, max_output_tokens: int
+) -> StepRequest:
+    """The step's request: placeholders filled from its dependencies' outputs."""
+    instruction = step.instruction
+    if "{" in instruction:
+        instruction = substitute_placeholders(
+            instruction, {result.step_id: result.output for result in inputs}
+        )
+    return StepRequest(
+        step_id=step.id,
+        instruction=instruction,
+        task=task,
+        covers=tuple(step.covers or ()),
+        inputs=inputs,
+        max_output_tokens=max_output_tokens,
+        seed=seed,
+    )
+
+
+def skipped_result(step: Step, reason: str, now: float) -> StepResult:
+    return StepResult(
+        step_id=step.id,
+        executor=step.executor,
+        status="skipped",
+        error=reason,
+        covers=list(step.covers or ()),
+        started_s=now,
+        finished_s=now,
+    )
 
 
 @dataclass(eq=False, slots=True)
@@ -67,18 +125,6 @@ def _failed(step: Step, error: str, covers: tuple[str, ...], **fields: float) ->
         error=error,
         covers=list(covers),
         **fields,  # type: ignore[arg-type]
-    )
-
-
-def _skipped(step: Step, reason: str, now: float) -> StepResult:
-    return StepResult(
-        step_id=step.id,
-        executor=step.executor,
-        status="skipped",
-        error=reason,
-        covers=list(step.covers or ()),
-        started_s=now,
-        finished_s=now,
     )
 
 
@@ -183,7 +229,7 @@ class _Schedule:
         reason = f"not started: {self.stop_reason}" if self.stop_reason else "not started"
         for step in self.steps:
             if step.id not in self.results:
-                self.results[step.id] = _skipped(step, reason, now)
+                self.results[step.id] = skipped_result(step, reason, now)
         return PlanOutcome(
             [self.results[step.id] for step in self.steps],
             self.stop_reason,
@@ -205,13 +251,13 @@ class _Schedule:
 
     def _launch_or_skip(self, step: Step) -> None:
         now = self.clock.time()
-        blocked = self._blocked_reason(step)
+        blocked = blocked_reason(step, self._result_of)
         if blocked is not None:
-            self._finish(step.id, _skipped(step, blocked, now - self.origin))
+            self._finish(step.id, skipped_result(step, blocked, now - self.origin))
             return
         if self.deadline is not None and now >= self.deadline:
             self._stop("time_budget", "time budget reached")
-            self._finish(step.id, _skipped(step, self.stop_detail, now - self.origin))
+            self._finish(step.id, skipped_result(step, self.stop_detail, now - self.origin))
             return
         request = self._request(step)
         session = self.session
@@ -225,7 +271,7 @@ class _Schedule:
                 f"${ledger.remaining_usd:.6f} of the ${ledger.budget_usd:.6f} budget is left",
             )
             self._finish(
-                step.id, _skipped(step, "cost budget: " + self.stop_detail, now - self.origin)
+                step.id, skipped_result(step, "cost budget: " + self.stop_detail, now - self.origin)
             )
             return
         flight = _Flight(step, request, executor, bound, session.slots(step.executor))
@@ -406,27 +452,7 @@ class _Schedule:
     def _result_of(self, step_id: str) -> StepResult:
         return self.results.get(step_id) or self.prior[step_id]
 
-    def _blocked_reason(self, step: Step) -> str | None:
-        for dep in step.depends_on:
-            result = self._result_of(dep)
-            if result.status != "ok":
-                return f"dependency {dep} {result.status}: {result.error}"
-        return None
-
     def _request(self, step: Step) -> StepRequest:
         inputs = tuple(self._result_of(dep) for dep in step.depends_on)
-        instruction = step.instruction
-        if "{" in instruction:
-            instruction = substitute_placeholders(
-                instruction, {result.step_id: result.output for result in inputs}
-            )
         profile = self.session.executor(step.executor).profile
-        return StepRequest(
-            step_id=step.id,
-            instruction=instruction,
-            task=self.task,
-            covers=tuple(step.covers or ()),
-            inputs=inputs,
-            max_output_tokens=profile.max_output_tokens,
-            seed=self.seed,
-        )
+        return build_request(step, inputs, self.task, self.seed, profile.max_output_tokens)

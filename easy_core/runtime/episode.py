@@ -14,7 +14,7 @@ from easy_core.params import Params
 from easy_core.policies.base import EpisodeState, Policy
 from easy_core.rewards import reward
 from easy_core.runtime.clock import Clock
-from easy_core.runtime.engine import LocalEngine
+from easy_core.runtime.engine import LocalEngine, PlanEngine
 from easy_core.schemas import EndReason, Milestone, Plan, RunMetrics, Task, Trajectory
 
 Checker = Callable[[Task, str | None], bool]
@@ -30,12 +30,13 @@ class EpisodeRunner:
         check: Checker,
         *,
         sequential: bool = False,
+        engine: PlanEngine | None = None,
     ):
         self.pool = pool
         self.params = params
         self.check = check
         self.sequential = sequential
-        self.engine = LocalEngine(
+        self.engine: PlanEngine = engine or LocalEngine(
             step_timeout_s=params.runtime.step_timeout_s, max_parallel=1 if sequential else None
         )
         self._executor_names = set(pool.executors)

@@ -126,9 +126,10 @@ class SimSuite:
     def __init__(self, params: SimParams | None = None):
         self.params = params or SimParams()
 
-    def tasks(self, split: str, n: int, seed: int) -> Iterator[Task]:
-        """`n` tasks of `split`; train and test draw from disjoint seed streams."""
-        for index in range(n):
+    def tasks(self, split: str, n: int, seed: int, start: int = 0) -> Iterator[Task]:
+        """Tasks `start` .. `start + n - 1` of `split`; train and test draw from disjoint seed
+        streams, and a task depends only on (seed, split, index), so shards can be made apart."""
+        for index in range(start, start + n):
             yield generate_task(seed, split, index, self.params)
 
     @staticmethod

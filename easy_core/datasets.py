@@ -1,0 +1,82 @@
+"""Datasets written as shards: each shard atomically (temporary file, then rename) with its
+checksum in a manifest, so an interrupted run keeps every finished shard and a re-run skips them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from easy_core.errors import ConfigError
+from easy_core.schemas import Record, Trajectory
+from easy_core.storage import atomic_write_text, write_json
+
+MANIFEST = "manifest.json"
+
+
+class ShardInfo(BaseModel):
+    shard: int
+    path: str
+    records: int
+    sha256: str
+
+
+class Manifest(Record):
+    kind: str
+    config_hash: str = ""
+    shards: list[ShardInfo] = []
+
+
+def config_hash(config: object) -> str:
+    """A stable hash of the settings that determine a dataset (a pydantic model or JSON data)."""
+    data = to_jsonable_python(config)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def shard_name(shard: int) -> str:
+    return f"shard-{shard:05d}.jsonl"
+
+
+def write_shard(directory: str | Path, shard: int, records: Iterable[BaseModel]) -> ShardInfo:
+    text = "".join(record.model_dump_json() + "\n" for record in records)
+    path = atomic_write_text(Path(directory) / shard_name(shard), text)
+    return ShardInfo(
+        shard=shard,
+        path=path.name,
+        records=text.count("\n"),
+        sha256=hashlib.sha256(text.encode()).hexdigest(),
+    )
+
+
+def shard_is_complete(directory: str | Path, info: ShardInfo) -> bool:
+    path = Path(directory) / info.path
+    return path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == info.sha256
+
+
+def write_manifest(directory: str | Path, manifest: Manifest) -> Path:
+    manifest.shards.sort(key=lambda s: s.shard)
+    return write_json(Path(directory) / MANIFEST, manifest)
+
+
+def read_manifest(directory: str | Path) -> Manifest | None:
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        return None
+    return Manifest.model_validate_json(path.read_text())
+
+
+def read_trajectories(directory: str | Path) -> Iterator[Trajectory]:
+    """Every trajectory of a sharded dataset, in shard order; checks each shard's checksum."""
+    manifest = read_manifest(directory)
+    if manifest is None:
+        raise ConfigError(f"{directory}: no {MANIFEST}; generate the dataset first")
+    for info in manifest.shards:
+        if not shard_is_complete(directory, info):
+            raise ConfigError(f"{directory}/{info.path}: missing or changed (checksum mismatch)")
+        with open(Path(directory) / info.path, encoding="utf-8") as handle:
+            for line in handle:
+                yield Trajectory.model_validate_json(line)

@@ -1,0 +1,58 @@
+"""Plots a person would rather see than read: the cost-success Pareto frontier."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from easy_core.schemas import EvalMetrics
+
+
+def pareto_frontier(points: list[tuple[float, float]]) -> list[int]:
+    """Indexes of the points no other point beats (lower or equal cost, higher or equal
+    success, one of them strictly), ordered by cost."""
+    frontier = []
+    for i, (cost, success) in enumerate(points):
+        dominated = any(
+            c <= cost and s >= success and (c < cost or s > success)
+            for j, (c, s) in enumerate(points)
+            if j != i
+        )
+        if not dominated:
+            frontier.append(i)
+    return sorted(frontier, key=lambda i: points[i][0])
+
+
+def pareto_plot(rows: list[EvalMetrics], path: str | Path, title: str) -> Path:
+    """Cost (log scale) against success, one panel per pool, frontier drawn through."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pools = sorted({row.pool for row in rows})
+    fig, axes = plt.subplots(1, len(pools), figsize=(5.5 * len(pools), 4.2), squeeze=False)
+    for ax, pool in zip(axes[0], pools, strict=True):
+        mine = [row for row in rows if row.pool == pool]
+        points = [(max(r.mean_cost_usd, 1e-9), r.success_rate) for r in mine]
+        for row, (cost, success) in zip(mine, points, strict=True):
+            low, high = row.success_ci95
+            ax.errorbar(cost, success, yerr=[[success - low], [high - success]], fmt="o", capsize=3)
+            label = row.policy + (" (seq)" if row.sequential else "")
+            ax.annotate(label, (cost, success), textcoords="offset points", xytext=(5, 4))
+        frontier = pareto_frontier(points)
+        ax.plot([points[i][0] for i in frontier], [points[i][1] for i in frontier], "--", alpha=0.6)
+        ax.set_xscale("log")
+        ax.set_xlabel("mean cost per task (USD, log)")
+        ax.set_ylabel("success rate")
+        ax.set_ylim(0, 1)
+        ax.set_title(pool)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

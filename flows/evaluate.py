@@ -1,0 +1,75 @@
+"""Stage `evaluate`: every policy on every pool, on the same held-out tasks. Writes
+results/metrics.json, results/eval.md and results/pareto.png, and publishes the table and the
+plot as Prefect artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
+from easy_core.evaluation import EvalSpec, evaluate, write_results
+from easy_core.params import EvaluateParams
+from easy_core.plots import pareto_plot
+from easy_core.reports import metrics_markdown
+from easy_core.schemas import EvalMetrics
+from easy_core.storage import atomic_write_text
+from flows.settings import params_from, publish_image, publish_markdown, task_options
+
+
+@task(task_run_name="eval-{policy}-{pool_name}")
+def evaluate_one(
+    policy: str, pool: str, pool_name: str, n: int, seed: int, params_path: str | None, out: str
+) -> EvalMetrics:
+    spec = EvalSpec("sim", policy, pool, n, seed, "test")
+    metrics, trajectories = evaluate(spec, params_from(params_path))
+    write_results(Path(out) / f"{pool_name}-{policy}", metrics, trajectories)
+    return metrics
+
+
+def run_evaluation(
+    config: EvaluateParams, params_path: str | None, out_dir: str, title: str
+) -> list[EvalMetrics]:
+    params = params_from(params_path)
+    runs = [(policy, pool) for pool in config.pools for policy in config.policies]
+    progress = create_progress_artifact(0.0, key="evaluation-progress", description=title)
+    one = evaluate_one.with_options(**task_options(params))
+    rows = []
+    for done, (policy, pool) in enumerate(runs, start=1):
+        rows.append(
+            one(
+                policy, pool, Path(pool).stem, config.n, config.seed, params_path, f"{out_dir}/runs"
+            )
+        )
+        update_progress_artifact(progress, 100.0 * done / len(runs))
+    out = Path(out_dir)
+    summary = {f"{r.pool}/{r.policy}": r.model_dump(mode="json") for r in rows}
+    atomic_write_text(out / "metrics.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    table = metrics_markdown(rows)
+    atomic_write_text(out / "eval.md", f"# {title}\n\n{table}")
+    png = pareto_plot(rows, out / "pareto.png", title)
+    publish_markdown("evaluation-results", f"# {title}\n\n{table}", title)
+    publish_image("evaluation-pareto", png, "cost vs success, Pareto frontier dashed")
+    return rows
+
+
+@flow(name="evaluate", log_prints=True)
+def evaluate_flow(
+    params_path: str | None = None,
+    n: int | None = None,
+    policies: list[str] | None = None,
+    pools: list[str] | None = None,
+    out_dir: str = "results",
+) -> list[EvalMetrics]:
+    """Baselines (and later trained policies) on held-out sim tasks; params: evaluate."""
+    config = params_from(params_path).evaluate
+    config = config.model_copy(
+        update={k: v for k, v in {"n": n, "policies": policies, "pools": pools}.items() if v}
+    )
+    return run_evaluation(config, params_path, out_dir, f"evaluation on {config.n} held-out tasks")
+
+
+if __name__ == "__main__":
+    evaluate_flow()

@@ -1,0 +1,59 @@
+"""What every flow shares: params.yaml, task options from it, and artifact helpers."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+from prefect.artifacts import create_image_artifact, create_markdown_artifact
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from easy_core.params import Params, load_params
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PARAMS = ROOT / "params.yaml"
+
+
+def params_from(path: str | None) -> Params:
+    """params.yaml (the repository's by default), with relative pool paths that do not exist
+    from the working directory taken relative to the repository, so flows run from anywhere."""
+    params = load_params(Path(path) if path else DEFAULT_PARAMS)
+
+    def where(pool: str) -> str:
+        return pool if Path(pool).exists() else str(ROOT / pool)
+
+    for section in (params.profile, params.evaluate, params.nightly):
+        section.pools = [where(pool) for pool in section.pools]
+    for section in (params.sft_data, params.rollouts, params.inference):
+        section.pool = where(section.pool)
+    return params
+
+
+def task_options(params: Params) -> dict[str, Any]:
+    """Retries with backoff and the timeout every pipeline task gets (params: pipeline)."""
+    p = params.pipeline
+    return {
+        "retries": p.task_retries,
+        "retry_delay_seconds": p.task_retry_delay_s,
+        "timeout_seconds": p.task_timeout_s,
+    }
+
+
+def task_runner(params: Params) -> ThreadPoolTaskRunner:
+    return ThreadPoolTaskRunner(max_workers=params.pipeline.max_workers)
+
+
+def artifact_key(text: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes."""
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
+def publish_markdown(key: str, markdown: str, description: str = "") -> None:
+    create_markdown_artifact(markdown=markdown, key=artifact_key(key), description=description)
+
+
+def publish_image(key: str, png: Path, description: str = "") -> None:
+    """A PNG as an image artifact, embedded as a data URL so it needs no file server."""
+    url = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
+    create_image_artifact(image_url=url, key=artifact_key(key), description=description)
