@@ -25,6 +25,7 @@ from easy_core.schemas import (
     Plan,
     PoolConfig,
     Step,
+    StepResult,
     Subtask,
     Task,
 )
@@ -34,9 +35,12 @@ BENCH_TTFT_S = 0.05
 BENCH_TOKENS_PER_S = 1000.0
 
 
-def random_dag_task(steps: int, min_width: int, rng: random.Random) -> Task:
+def random_dag_task(
+    steps: int, min_width: int, rng: random.Random, max_extra_tokens: int = 150
+) -> Task:
     """A task whose subtasks form a random layered DAG of `steps` nodes and width at least
-    `min_width`; with the bench executor each subtask takes 50-200 ms."""
+    `min_width`; with the bench executor each subtask takes 50 ms plus 1..`max_extra_tokens` ms
+    (`max_extra_tokens=0`: exactly 50 ms)."""
     while True:
         layers: list[list[int]] = []
         count = 0
@@ -58,7 +62,7 @@ def random_dag_task(steps: int, min_width: int, rng: random.Random) -> Task:
                         skill="arithmetic",
                         difficulty=3,
                         input_tokens=10,
-                        output_tokens=rng.randint(1, 150),  # 50 + 1..150 ms
+                        output_tokens=rng.randint(1, max_extra_tokens) if max_extra_tokens else 1,
                         depends_on=[f"t{d}" for d in sorted(deps)],
                         gold=f"{i:08x}",
                     )
@@ -94,14 +98,25 @@ def plan_for(task: Task, executor: str = "bench") -> Plan:
     )
 
 
-def bench_pool() -> ExecutorPool:
+def dispatch_delays(plan: Plan, results: list[StepResult]) -> list[float]:
+    """For each step, how long after its last dependency finished it started: the engine's
+    per-step overhead."""
+    by_id = {r.step_id: r for r in results}
+    return [
+        by_id[step.id].started_s
+        - max((by_id[d].finished_s for d in step.depends_on if d in by_id), default=0.0)
+        for step in plan.steps
+    ]
+
+
+def bench_pool(ttft_s: float = BENCH_TTFT_S) -> ExecutorPool:
     profile = ExecutorProfile(
         name="bench",
         backend="sim",
         price_in_per_1m=0.0,
         price_out_per_1m=0.0,
         latency=LatencyModel(
-            ttft_s=BENCH_TTFT_S, tokens_per_s=BENCH_TOKENS_PER_S, prefill_tokens_per_s=1e12
+            ttft_s=ttft_s, tokens_per_s=BENCH_TOKENS_PER_S, prefill_tokens_per_s=1e12
         ),
         context_window=1_000_000,
         max_concurrency=1000,

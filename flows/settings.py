@@ -6,7 +6,11 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from prefect.artifacts import create_image_artifact, create_markdown_artifact
+from prefect.artifacts import (
+    acreate_markdown_artifact,
+    create_image_artifact,
+    create_markdown_artifact,
+)
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from easy_core.params import Params, load_params
@@ -51,6 +55,13 @@ def artifact_key(text: str) -> str:
 
 def publish_markdown(key: str, markdown: str, description: str = "") -> None:
     create_markdown_artifact(markdown=markdown, key=artifact_key(key), description=description)
+
+
+async def apublish_markdown(key: str, markdown: str, description: str = "") -> None:
+    """`publish_markdown` for async flows."""
+    await acreate_markdown_artifact(
+        markdown=markdown, key=artifact_key(key), description=description
+    )
 
 
 def publish_image(key: str, png: Path, description: str = "") -> None:
