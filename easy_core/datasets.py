@@ -41,8 +41,13 @@ def shard_name(shard: int) -> str:
     return f"shard-{shard:05d}.jsonl"
 
 
-def write_shard(directory: str | Path, shard: int, records: Iterable[BaseModel]) -> ShardInfo:
-    text = "".join(record.model_dump_json() + "\n" for record in records)
+def shard_text(records: Iterable[BaseModel]) -> str:
+    return "".join(record.model_dump_json() + "\n" for record in records)
+
+
+def write_shard(directory: str | Path, shard: int, records: Iterable[BaseModel] | str) -> ShardInfo:
+    """Write one shard (records, or their JSONL text) atomically; return its manifest entry."""
+    text = records if isinstance(records, str) else shard_text(records)
     path = atomic_write_text(Path(directory) / shard_name(shard), text)
     return ShardInfo(
         shard=shard,

@@ -84,6 +84,12 @@ class PipelineParams(_Section):
     )
     task_timeout_s: float = Field(1800.0, gt=0)
     max_workers: int = Field(64, ge=1, description="threads running concurrent Prefect tasks")
+    result_storage: str | None = Field(
+        None,
+        description="where Prefect persists task results: a local folder or an fsspec URL such "
+        "as s3://bucket/prefix (credentials and endpoint from the environment); None: Prefect's "
+        "default (~/.prefect/storage)",
+    )
 
 
 class ProfileParams(_Section):

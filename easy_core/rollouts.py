@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from easy_core.datasets import ShardInfo, config_hash, shard_is_complete, shard_name, write_shard
+from easy_core.datasets import (
+    ShardInfo,
+    config_hash,
+    shard_is_complete,
+    shard_name,
+    shard_text,
+    write_shard,
+)
 from easy_core.evaluation import load_pool, run_episodes
 from easy_core.params import Params
 from easy_core.runtime.episode import EpisodeRunner
@@ -18,24 +25,47 @@ def rollout_settings_hash(params: Params) -> str:
     return config_hash({"rollouts": params.rollouts, "sim": params.sim, "runtime": params.runtime})
 
 
-def generate_shard(params: Params, shard: int, out_dir: str | Path) -> ShardInfo:
-    """Write shard `shard` unless an identical one (same settings, intact file) is there."""
-    out = Path(out_dir)
-    settings = rollout_settings_hash(params)
-    sidecar = out / (shard_name(shard) + ".info.json")
-    if sidecar.is_file():
-        recorded = json.loads(sidecar.read_text())
-        info = ShardInfo.model_validate(recorded["shard"])
-        if recorded.get("config_hash") == settings and shard_is_complete(out, info):
-            return info
+def rollout_shard_text(params: Params, shard: int) -> str:
+    """The episodes of shard `shard`, as JSONL text."""
     config = params.rollouts
     suite = get_suite("sim", params)
     pool = load_pool(config.pool, params)
-    tasks = suite.tasks(
-        "train", config.episodes_per_shard, config.seed, start=shard * config.episodes_per_shard
-    )
+    start = shard * config.episodes_per_shard
+    tasks = suite.tasks("train", config.episodes_per_shard, config.seed, start=start)
     runner = EpisodeRunner(pool, params, suite.check)
-    trajectories = run_episodes(tasks, runner, config.policy, config.seed)
-    info = write_shard(out, shard, trajectories)
-    write_json(sidecar, {"config_hash": settings, "shard": info.model_dump()})
+    return shard_text(run_episodes(tasks, runner, config.policy, config.seed))
+
+
+def _sidecar(out: Path, shard: int) -> Path:
+    return out / (shard_name(shard) + ".info.json")
+
+
+def finished_shard(params: Params, shard: int, out_dir: str | Path) -> ShardInfo | None:
+    """The shard's entry if an identical one (same settings, intact file) is already there."""
+    out = Path(out_dir)
+    sidecar = _sidecar(out, shard)
+    if not sidecar.is_file():
+        return None
+    recorded = json.loads(sidecar.read_text())
+    info = ShardInfo.model_validate(recorded["shard"])
+    if recorded.get("config_hash") == rollout_settings_hash(params) and shard_is_complete(
+        out, info
+    ):
+        return info
+    return None
+
+
+def store_shard(params: Params, shard: int, text: str, out_dir: str | Path) -> ShardInfo:
+    """Write the shard file atomically, then its sidecar (what marks it finished)."""
+    out = Path(out_dir)
+    info = write_shard(out, shard, text)
+    record = {"config_hash": rollout_settings_hash(params), "shard": info.model_dump()}
+    write_json(_sidecar(out, shard), record)
     return info
+
+
+def generate_shard(params: Params, shard: int, out_dir: str | Path) -> ShardInfo:
+    """Write shard `shard` unless an identical one is already there."""
+    return finished_shard(params, shard, out_dir) or store_shard(
+        params, shard, rollout_shard_text(params, shard), out_dir
+    )

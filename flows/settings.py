@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from prefect.artifacts import (
     create_image_artifact,
     create_markdown_artifact,
 )
+from prefect.filesystems import LocalFileSystem, RemoteFileSystem
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from easy_core.params import Params, load_params
@@ -35,13 +37,27 @@ def params_from(path: str | None) -> Params:
 
 
 def task_options(params: Params) -> dict[str, Any]:
-    """Retries with backoff and the timeout every pipeline task gets (params: pipeline)."""
+    """Retries with backoff, the timeout and the result storage every pipeline task gets
+    (params: pipeline)."""
     p = params.pipeline
-    return {
+    options: dict[str, Any] = {
         "retries": p.task_retries,
         "retry_delay_seconds": p.task_retry_delay_s,
         "timeout_seconds": p.task_timeout_s,
     }
+    if p.result_storage:
+        options["result_storage"] = result_storage_block(p.result_storage)
+    return options
+
+
+def result_storage_block(location: str) -> str:
+    """Save (idempotently) a file-system block for `location` and return its reference:
+    Prefect wants result storage persisted server-side. fsspec URLs (s3://...) go through
+    s3fs, with credentials and endpoint from the environment."""
+    storage_cls = RemoteFileSystem if "://" in location else LocalFileSystem
+    name = "easy-results-" + hashlib.sha256(location.encode()).hexdigest()[:12]
+    storage_cls(basepath=location).save(name, overwrite=True)
+    return f"{storage_cls.get_block_type_slug()}/{name}"
 
 
 def task_runner(params: Params) -> ThreadPoolTaskRunner:
