@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from easy_core.config import load_yaml_model
 from easy_core.errors import ConfigError
@@ -76,8 +77,7 @@ class ExecutorPool:
         return PoolSession(self, CostLedger(budget_usd))
 
 
-@dataclass
-class LedgerEntry:
+class LedgerEntry(NamedTuple):
     step_id: str
     executor: str
     cost_usd: float

@@ -24,6 +24,7 @@ from easy_core.params import CapabilityParams, SimParams
 from easy_core.schemas import ExecutorProfile, StepResult, Subtask, Task
 
 _NORMAL = NormalDist()
+_SQRT2 = math.sqrt(2.0)
 
 
 def unit_hash(key: str) -> float:
@@ -53,7 +54,8 @@ class SimWorld:
     def hardness(self, seed: int, task_id: str, subtask_id: str, executor: str) -> float:
         z_shared = _NORMAL.inv_cdf(unit_hash(f"{seed}|{task_id}|{subtask_id}"))
         z_own = _NORMAL.inv_cdf(unit_hash(f"{seed}|{task_id}|{subtask_id}|{executor}"))
-        return _NORMAL.cdf(self._shared * z_shared + self._own * z_own)
+        z = self._shared * z_shared + self._own * z_own
+        return 0.5 * (1.0 + math.erf(z / _SQRT2))  # standard normal CDF
 
     def success_probability(self, profile: ExecutorProfile, subtask: Subtask) -> float:
         return expected_success(
@@ -174,12 +176,13 @@ class SimExecutor:
         return result
 
     def estimate_input_tokens(self, request: StepRequest) -> int:
-        task = request.task
-        return (
-            approx_tokens(request.instruction)
-            + sum(task.subtask(sub_id).input_tokens for sub_id in request.covers)
-            + sum(result.tokens_out for result in request.inputs)
-        )
+        index = request.task.subtask_index
+        tokens = approx_tokens(request.instruction)
+        for sub_id in request.covers:
+            tokens += index[sub_id].input_tokens
+        for result in request.inputs:
+            tokens += result.tokens_out
+        return tokens
 
     def output_token_cap(self, request: StepRequest) -> int:
         if not request.covers:

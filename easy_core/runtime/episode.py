@@ -152,16 +152,24 @@ class EpisodeRunner:
 
     @staticmethod
     def _metrics(state: EpisodeState, makespan_s: float, spent_usd: float) -> RunMetrics:
-        results = [r for m in state.milestones for r in m.results]
-        critical = sum(m.critical_path_s for m in state.milestones)
+        tokens_in = tokens_out = steps = failed = skipped = 0
+        critical = 0.0
+        for milestone in state.milestones:
+            critical += milestone.critical_path_s
+            for r in milestone.results:
+                steps += 1
+                tokens_in += r.tokens_in
+                tokens_out += r.tokens_out
+                failed += r.status == "failed"
+                skipped += r.status == "skipped"
         return RunMetrics(
             cost_usd=spent_usd,
             makespan_s=makespan_s,
             critical_path_s=critical,
-            tokens_in=sum(r.tokens_in for r in results),
-            tokens_out=sum(r.tokens_out for r in results),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
             n_milestones=len(state.milestones),
-            n_steps=len(results),
-            n_failed=sum(r.status == "failed" for r in results),
-            n_skipped=sum(r.status == "skipped" for r in results),
+            n_steps=steps,
+            n_failed=failed,
+            n_skipped=skipped,
         )
