@@ -113,11 +113,20 @@ def validate_plan(
                     f"instruction of step {step.id!r} uses {{{name}}} but the step does not "
                     f"depend on {name!r}; add it to depends_on"
                 )
-    if topological_order(plan) is None:
+    if not _listed_in_order(plan) and topological_order(plan) is None:
         cycle = [edge[0] for edge in nx.find_cycle(plan_graph(plan, ids))]
         raise PlanCycleError(
             "plan has a dependency cycle: " + " -> ".join([*cycle, cycle[0]]), cycle
         )
+
+
+def _listed_in_order(plan: Plan) -> bool:
+    """Whether every same-plan dependency points to an earlier step in the list, which rules
+    out a cycle at once (the usual case: plans are written in order)."""
+    position = {step.id: i for i, step in enumerate(plan.steps)}
+    return all(
+        position.get(dep, -1) < i for i, step in enumerate(plan.steps) for dep in step.depends_on
+    )
 
 
 def _as_set(items: Iterable[str] | None) -> Collection[str] | None:

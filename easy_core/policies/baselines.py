@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable
 from typing import NamedTuple
 
-from easy_core.capability import expected_success
+from easy_core.capability import shifted_success
 from easy_core.errors import PolicyError
 from easy_core.executors.simulated import SimExecutor
 from easy_core.policies.base import EpisodeState
@@ -29,11 +29,12 @@ USELESS_BELOW = 0.1
 
 
 class Option(NamedTuple):
-    """One executor for one subtask, as the profiles predict it."""
+    """One executor for one subtask, as the profiles predict it. Fields in this order so that
+    options sort cheapest first, ties by name."""
 
+    cost: float
     executor: str
     success: float
-    cost: float
     price: float
 
 
@@ -45,28 +46,35 @@ class Estimates:
         task = state.task
         slope = state.params.capability.difficulty_slope
         self.options: dict[str, list[Option]] = {}  # per subtask, cheapest first
-        self.by_name: dict[str, dict[str, Option]] = {}
-        profiles = state.pool.profiles
+        self._by_name: dict[str, dict[str, Option]] = {}
+        profiles = [
+            (p.name, p.capability, p.price_in_per_1m, p.price_out_per_1m, p.verbosity)
+            for p in state.pool.profiles
+        ]
         for sub in task.subtasks:
             tokens_in = sub.input_tokens + sum(
                 task.subtask(dep).output_tokens for dep in sub.depends_on
             )
-            options = [
-                Option(
-                    p.name,
-                    expected_success(p, sub.skill, sub.difficulty, slope),
-                    (
-                        tokens_in * p.price_in_per_1m
-                        + round(sub.output_tokens * p.verbosity) * p.price_out_per_1m
+            skill, difficulty, tokens_out = sub.skill, sub.difficulty, sub.output_tokens
+            options = []
+            for name, capability, price_in, price_out, verbosity in profiles:
+                base = capability.get(skill)
+                options.append(
+                    Option(
+                        (tokens_in * price_in + round(tokens_out * verbosity) * price_out) / 1e6,
+                        name,
+                        shifted_success(base.success if base else 0.0, difficulty, slope),
+                        price_out,
                     )
-                    / 1e6,
-                    p.price_out_per_1m,
                 )
-                for p in profiles
-            ]
-            options.sort(key=lambda o: (o.cost, o.executor))
+            options.sort()
             self.options[sub.id] = options
-            self.by_name[sub.id] = {o.executor: o for o in options}
+
+    def by_name(self, sub_id: str) -> dict[str, Option]:
+        table = self._by_name.get(sub_id)
+        if table is None:
+            table = self._by_name[sub_id] = {o.executor: o for o in self.options[sub_id]}
+        return table
 
 
 def estimates(state: EpisodeState) -> Estimates:
@@ -200,7 +208,7 @@ class SubtaskPolicy:
         if not tried:
             return None
         table = estimates(state)
-        by_name = table.by_name[sub.id]
+        by_name = table.by_name(sub.id)
         floor = max(by_name[name].success for name in tried)
         stronger = [o for o in table.options[sub.id] if o.success > floor + 1e-9]
         if not stronger:
@@ -232,13 +240,13 @@ class StrongestPolicy(_SingleExecutorPolicy):
     name = "strongest"
 
     def pick(self, state: EpisodeState) -> ExecutorProfile:
-        table = estimates(state).by_name
+        table = estimates(state)
         subs = state.task.subtasks
         return max(
             state.pool.profiles,
             key=lambda p: (
-                sum(table[s.id][p.name].success for s in subs),
-                -sum(table[s.id][p.name].cost for s in subs),
+                sum(table.by_name(s.id)[p.name].success for s in subs),
+                -sum(table.by_name(s.id)[p.name].cost for s in subs),
             ),
         )
 
@@ -247,14 +255,16 @@ class CheapestPolicy(_SingleExecutorPolicy):
     name = "cheapest"
 
     def pick(self, state: EpisodeState) -> ExecutorProfile:
-        table = estimates(state).by_name
+        table = estimates(state)
         subs = state.task.subtasks
         useful = [
             p
             for p in state.pool.profiles
-            if all(table[s.id][p.name].success >= USELESS_BELOW for s in subs)
+            if all(table.by_name(s.id)[p.name].success >= USELESS_BELOW for s in subs)
         ] or state.pool.profiles
-        return min(useful, key=lambda p: (sum(table[s.id][p.name].cost for s in subs), p.name))
+        return min(
+            useful, key=lambda p: (sum(table.by_name(s.id)[p.name].cost for s in subs), p.name)
+        )
 
 
 class RandomPolicy(SubtaskPolicy):
