@@ -29,7 +29,9 @@ from easy_core.runtime.engine import (
     StopReason,
     blocked_reason,
     build_request,
+    executor_error_result,
     skipped_result,
+    timed_out_result,
 )
 from easy_core.schemas import Plan, Step, StepResult, Task
 
@@ -106,23 +108,9 @@ def _run_step(step: Step, shared: _Shared) -> StepResult:
         try:
             result = asyncio.run(asyncio.wait_for(executor.run(request), shared.step_timeout_s))
         except TimeoutError:
-            tokens_in = executor.estimate_input_tokens(request)
-            result = StepResult(
-                step_id=step.id,
-                executor=step.executor,
-                status="failed",
-                error=f"timeout after {shared.step_timeout_s:g}s",
-                tokens_in=tokens_in,
-                cost_usd=executor.profile.cost_usd(tokens_in, 0),
-                latency_s=shared.step_timeout_s,
-            )
+            result = timed_out_result(step, request, executor, shared.step_timeout_s)
         except Exception as exc:  # an executor bug must not take the flow down
-            result = StepResult(
-                step_id=step.id,
-                executor=step.executor,
-                status="failed",
-                error=f"executor error: {type(exc).__name__}: {exc}",
-            )
+            result = executor_error_result(step, request, exc)
         finished = _now()
     with shared.lock:
         charged = session.ledger.settle(step.id, step.executor, bound, result.cost_usd)

@@ -89,6 +89,26 @@ def build_request(
     )
 
 
+def executor_error_result(step: Step, request: StepRequest, exc: Exception) -> StepResult:
+    """An executor raised: the step failed (the episode goes on)."""
+    return _failed(step, f"executor error: {type(exc).__name__}: {exc}", request.covers)
+
+
+def timed_out_result(
+    step: Step, request: StepRequest, executor: Executor, timeout_s: float
+) -> StepResult:
+    """The step ran past its timeout; its input was sent and is charged."""
+    tokens_in = executor.estimate_input_tokens(request)
+    return _failed(
+        step,
+        f"timeout after {timeout_s:g}s",
+        request.covers,
+        tokens_in=tokens_in,
+        cost_usd=executor.profile.cost_usd(tokens_in, 0),
+        latency_s=timeout_s,
+    )
+
+
 def skipped_result(step: Step, reason: str, now: float) -> StepResult:
     return StepResult(
         step_id=step.id,
@@ -384,20 +404,11 @@ class _Schedule:
         )
 
     def _executor_error(self, flight: _Flight, exc: Exception) -> StepResult:
-        return _failed(
-            flight.step, f"executor error: {type(exc).__name__}: {exc}", flight.request.covers
-        )
+        return executor_error_result(flight.step, flight.request, exc)
 
     def _timed_out(self, flight: _Flight) -> StepResult:
-        timeout = self.engine.step_timeout_s
-        tokens_in = flight.executor.estimate_input_tokens(flight.request)
-        return _failed(
-            flight.step,
-            f"timeout after {timeout:g}s",
-            flight.request.covers,
-            tokens_in=tokens_in,
-            cost_usd=flight.executor.profile.cost_usd(tokens_in, 0),
-            latency_s=timeout,
+        return timed_out_result(
+            flight.step, flight.request, flight.executor, self.engine.step_timeout_s
         )
 
     async def _cancel_in_flight(self) -> None:
