@@ -153,6 +153,24 @@ def eval_command(
             out.print(f"wrote {out_dir}/episodes.jsonl and {out_dir}/metrics.json")
 
 
+@app.command("rollouts")
+@user_errors
+def rollouts_command(
+    out_dir: Annotated[Path, typer.Option("--out", help="dataset folder")] = Path("data/rollouts"),
+    params_path: ParamsOption = None,
+) -> None:
+    """Generate the rollout dataset of params.rollouts in shards (resumable: a re-run after a
+    crash or kill skips finished shards and gives the same bytes)."""
+    from easy_core.rollouts import generate_rollouts
+
+    params = resolve_params(params_path)
+    with progress_bar() as progress:
+        bar = progress.add_task("rollout shards", total=params.rollouts.shards)
+        manifest = generate_rollouts(params, out_dir, on_shard=lambda _: progress.advance(bar))
+    episodes = sum(s.records for s in manifest.shards)
+    out.print(f"{episodes} episodes in {len(manifest.shards)} shards in {out_dir}")
+
+
 @plan_app.command("validate")
 @user_errors
 def plan_validate(

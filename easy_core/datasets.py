@@ -62,6 +62,16 @@ def shard_is_complete(directory: str | Path, info: ShardInfo) -> bool:
     return path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == info.sha256
 
 
+def remove_partial_files(directory: str | Path) -> int:
+    """Delete temporary files a killed writer left behind (finished files are never partial:
+    they appear by rename). Returns how many were removed."""
+    removed = 0
+    for path in Path(directory).glob(".*.tmp"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
 def write_manifest(directory: str | Path, manifest: Manifest) -> Path:
     manifest.shards.sort(key=lambda s: s.shard)
     return write_json(Path(directory) / MANIFEST, manifest)

@@ -4,14 +4,18 @@ holds training tasks k*size .. (k+1)*size-1. Finished shards are skipped on a re
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from easy_core.datasets import (
+    Manifest,
     ShardInfo,
     config_hash,
+    remove_partial_files,
     shard_is_complete,
     shard_name,
     shard_text,
+    write_manifest,
     write_shard,
 )
 from easy_core.evaluation import load_pool, run_episodes
@@ -62,6 +66,23 @@ def store_shard(params: Params, shard: int, text: str, out_dir: str | Path) -> S
     record = {"config_hash": rollout_settings_hash(params), "shard": info.model_dump()}
     write_json(_sidecar(out, shard), record)
     return info
+
+
+def generate_rollouts(
+    params: Params, out_dir: str | Path, on_shard: Callable[[ShardInfo], None] | None = None
+) -> Manifest:
+    """Every shard of params.rollouts, one after another, skipping finished ones; then the
+    manifest. Safe to kill at any moment and run again."""
+    if Path(out_dir).is_dir():
+        remove_partial_files(out_dir)
+    infos = []
+    for shard in range(params.rollouts.shards):
+        infos.append(generate_shard(params, shard, out_dir))
+        if on_shard is not None:
+            on_shard(infos[-1])
+    manifest = Manifest(kind="rollouts", config_hash=rollout_settings_hash(params), shards=infos)
+    write_manifest(out_dir, manifest)
+    return manifest
 
 
 def generate_shard(params: Params, shard: int, out_dir: str | Path) -> ShardInfo:

@@ -16,7 +16,13 @@ from easy_core.plots import pareto_plot
 from easy_core.reports import metrics_markdown
 from easy_core.schemas import EvalMetrics
 from easy_core.storage import atomic_write_text
-from flows.settings import params_from, publish_image, publish_markdown, task_options
+from flows.settings import (
+    params_from,
+    publish_image,
+    publish_markdown,
+    task_options,
+    task_runner,
+)
 
 
 @task(task_run_name="eval-{policy}-{pool_name}")
@@ -55,7 +61,7 @@ def run_evaluation(
     return rows
 
 
-@flow(name="evaluate", log_prints=True)
+@flow(name="evaluate", log_prints=True, task_runner=task_runner(params_from(None)))
 def evaluate_flow(
     params_path: str | None = None,
     n: int | None = None,

@@ -8,18 +8,20 @@ crash, recomputes nothing already done. A GPU work pool can fan shards out as se
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prefect import flow, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import INPUTS
 
-from easy_core.datasets import Manifest, write_manifest
+from easy_core.datasets import Manifest, remove_partial_files, write_manifest
 from easy_core.rollouts import (
     finished_shard,
     rollout_settings_hash,
     rollout_shard_text,
     store_shard,
 )
-from flows.settings import params_from, task_options
+from flows.settings import params_from, task_options, task_runner
 
 
 @task(
@@ -32,7 +34,7 @@ def rollout_shard(shard: int, settings_hash: str, params_path: str | None) -> st
     return rollout_shard_text(params_from(params_path), shard)
 
 
-@flow(name="rollouts", log_prints=True)
+@flow(name="rollouts", log_prints=True, task_runner=task_runner(params_from(None)))
 def rollouts_flow(
     params_path: str | None = None,
     out_dir: str = "data/rollouts",
@@ -40,6 +42,8 @@ def rollouts_flow(
 ) -> Manifest:
     params = params_from(params_path)
     settings = rollout_settings_hash(params)
+    if Path(out_dir).is_dir():
+        remove_partial_files(out_dir)  # left by a killed run
     shards = shard_ids if shard_ids is not None else list(range(params.rollouts.shards))
     one = rollout_shard.with_options(**task_options(params))
     progress = create_progress_artifact(0.0, key="rollouts-progress")

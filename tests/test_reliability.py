@@ -136,3 +136,65 @@ def test_executor_output_is_data_and_cannot_change_the_plan(pool, params, payloa
     instruction_b = next(c.instruction for c in executor.calls if c.step_id == "b")
     assert instruction_b == f"use <data>{payload}</data> then {{b}}"
     assert plan.model_dump_json() == before
+
+
+def test_rollouts_killed_mid_run_resume_to_identical_bytes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from tests.conftest import ROOT
+
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    data["rollouts"].update(shards=8, episodes_per_shard=250)
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(data))
+
+    def generate(out, **kwargs):
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "easy_core.cli",
+                "rollouts",
+                "--out",
+                str(out),
+                "--params",
+                str(params_file),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **kwargs,
+        )
+
+    whole = tmp_path / "whole"
+    assert generate(whole).wait(timeout=300) == 0
+
+    killed = tmp_path / "killed"
+    process = generate(killed)
+    deadline = time.monotonic() + 120
+    while len(list(killed.glob("*.info.json"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    finished_before = len(list(killed.glob("*.info.json")))
+    assert 3 <= finished_before < 8, "the kill should land mid-run"
+    assert not (killed / "manifest.json").exists()
+
+    assert generate(killed).wait(timeout=300) == 0
+    files = sorted(p.name for p in whole.iterdir())
+    assert sorted(p.name for p in killed.iterdir()) == files  # no leftover partial file
+    for name in files:
+        assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
+    manifest = json.loads((killed / "manifest.json").read_text())
+    ids = [
+        json.loads(line)["task_id"]
+        for s in manifest["shards"]
+        for line in (killed / s["path"]).read_text().splitlines()
+    ]
+    assert len(ids) == len(set(ids)) == 8 * 250
