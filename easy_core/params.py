@@ -20,8 +20,25 @@ class LimitParams(_Section):
 
 class RuntimeParams(_Section):
     max_milestones: int = Field(4, ge=1)
-    step_timeout_s: float = Field(300.0, gt=0)
+    step_timeout_s: float = Field(300.0, gt=0, description="the longest any call may take")
+    step_timeout_factor: float = Field(
+        3.0, ge=0, description="a call times out at this times its predicted latency (0: off)"
+    )
     repair_turns: int = Field(1, ge=0)
+
+
+class ResilienceParams(_Section):
+    """What the engine does when an executor call fails (error, timeout, empty or malformed
+    output): retry with backoff, then fall back to the next cheapest capable executor; a
+    per-executor circuit breaker skips an executor that keeps failing."""
+
+    attempts_per_executor: int = Field(3, ge=1)
+    max_attempts: int = Field(5, ge=1, description="attempts per step over all executors")
+    backoff_s: float = Field(0.2, ge=0)
+    backoff_factor: float = Field(2.0, ge=1)
+    fallback: bool = True
+    breaker_failures: int = Field(5, ge=1, description="consecutive failures that open it")
+    breaker_cooldown_s: float = Field(30.0, ge=0)
 
 
 class CapabilityParams(_Section):
@@ -128,6 +145,7 @@ class InferenceParams(_Section):
 class Params(_Section):
     limits: LimitParams = LimitParams()
     runtime: RuntimeParams = RuntimeParams()
+    resilience: ResilienceParams = ResilienceParams()
     capability: CapabilityParams = CapabilityParams()
     sim: SimParams = SimParams()
     reward: RewardParams = RewardParams()

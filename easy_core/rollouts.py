@@ -26,7 +26,14 @@ from easy_core.suites import get_suite
 
 
 def rollout_settings_hash(params: Params) -> str:
-    return config_hash({"rollouts": params.rollouts, "sim": params.sim, "runtime": params.runtime})
+    return config_hash(
+        {
+            "rollouts": params.rollouts,
+            "sim": params.sim,
+            "runtime": params.runtime,
+            "resilience": params.resilience,
+        }
+    )
 
 
 def rollout_shard_text(params: Params, shard: int) -> str:

@@ -52,6 +52,37 @@ class LatencyModel(BaseModel):
     prefill_tokens_per_s: float = Field(gt=0, default=20_000.0)
 
 
+class FaultRates(BaseModel):
+    """Injected faults per call (fault testing): each a probability; they are exclusive and
+    their sum must stay at most 1. `slow` multiplies the latency by `slow_factor`."""
+
+    model_config = ConfigDict(extra="forbid")
+    timeout: Probability = 0.0
+    connection_error: Probability = 0.0
+    http_5xx: Probability = 0.0
+    malformed: Probability = 0.0
+    empty: Probability = 0.0
+    slow: Probability = 0.0
+    slow_factor: float = Field(5.0, ge=1.0)
+
+    @model_validator(mode="after")
+    def _at_most_one(self) -> FaultRates:
+        if self.total > 1.0 + 1e-9:
+            raise ValueError(f"fault rates add up to {self.total:.3f}; at most 1 is possible")
+        return self
+
+    @property
+    def total(self) -> float:
+        return (
+            self.timeout
+            + self.connection_error
+            + self.http_5xx
+            + self.malformed
+            + self.empty
+            + self.slow
+        )
+
+
 class ExecutorProfile(Record):
     """Capability and cost of one executor: the language shared by profiling, the orchestrator
     prompt (as an executor card), the simulator and the cost ledger."""
@@ -72,6 +103,9 @@ class ExecutorProfile(Record):
         default=0.8, description="probability that the executor's own check of its result is right"
     )
     verbosity: float = Field(gt=0, default=1.0, description="output tokens relative to needed")
+    faults: FaultRates | None = Field(
+        default=None, description="inject faults into this executor's calls (fault testing)"
+    )
 
     def success_rate(self, skill: str) -> float:
         cap = self.capability.get(skill)
@@ -96,6 +130,9 @@ class PoolConfig(Record):
     name: Identifier
     description: str = ""
     executors: list[ExecutorProfile] = Field(min_length=1)
+    faults: FaultRates | None = Field(
+        default=None, description="faults for every executor without its own `faults`"
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> PoolConfig:
@@ -191,6 +228,10 @@ class StepResult(BaseModel):
     self_check: bool | None = None
     covers: list[str] = Field(default_factory=list)
     sub_answers: dict[str, str] = Field(default_factory=dict)
+    attempts: int = 1
+    faults: list[str] = Field(
+        default_factory=list, description="what went wrong in earlier attempts, in order"
+    )
 
 
 class Milestone(BaseModel):
@@ -228,6 +269,9 @@ class RunMetrics(BaseModel):
     n_steps: int = 0
     n_failed: int = 0
     n_skipped: int = 0
+    n_faults: int = 0
+    n_retries: int = 0
+    n_fallbacks: int = 0
     orchestrator_tokens: int = 0
 
     @property

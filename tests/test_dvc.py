@@ -20,7 +20,13 @@ STAGES = ["profile", "sft_data", "rollouts", "rewards", "evaluate"]
 
 
 def tracked_files() -> list[str]:
-    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [line for line in out.stdout.splitlines() if (ROOT / line).is_file()]
 
 

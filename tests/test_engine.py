@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from easy_core.executors.pool import ExecutorPool
 from easy_core.graph import critical_path_s
+from easy_core.params import ResilienceParams
 from easy_core.runtime.engine import LocalEngine
 from easy_core.schemas import Plan, Step
 from easy_core.suites.sim import generate_task
@@ -101,7 +102,10 @@ def test_failed_step_skips_its_dependents_with_the_reason():
 def test_step_timeout_fails_the_step_and_the_plan_goes_on():
     executor = ScriptedExecutor(latency={"slow": 50.0, "fast": 1.0, "after": 1.0})
     plan = make_plan([("slow", []), ("fast", []), ("after", ["slow"])])
-    outcome, _ = execute(plan, [executor], engine=LocalEngine(step_timeout_s=5.0))
+    single = ResilienceParams(max_attempts=1)
+    outcome, _ = execute(
+        plan, [executor], engine=LocalEngine(step_timeout_s=5.0, resilience=single)
+    )
     status = {r.step_id: r for r in outcome.results}
     assert status["slow"].status == "failed" and "timeout after 5s" in status["slow"].error
     assert status["slow"].finished_s == pytest.approx(5.0)

@@ -20,6 +20,7 @@ class StepRequest:
     inputs: tuple[StepResult, ...] = ()
     max_output_tokens: int = 4096
     seed: int = 0
+    attempt: int = 0  # retries of a step count up; injected faults draw anew per attempt
 
 
 class Executor(Protocol):

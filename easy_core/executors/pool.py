@@ -12,6 +12,7 @@ from typing import NamedTuple
 from easy_core.config import load_yaml_model
 from easy_core.errors import ConfigError
 from easy_core.executors.base import Executor, StepRequest
+from easy_core.executors.faults import FaultInjectingExecutor
 from easy_core.executors.simulated import SimExecutor, SimWorld
 from easy_core.schemas import ExecutorProfile, PoolConfig
 
@@ -49,7 +50,11 @@ class ExecutorPool:
                     f"{profile.backend!r}, which this install cannot run; available: "
                     f"{', '.join(sorted(BACKENDS))}"
                 )
-            executors[profile.name] = factory(profile, context)
+            executor = factory(profile, context)
+            faults = profile.faults or config.faults
+            if faults is not None and faults.total > 0:
+                executor = FaultInjectingExecutor(executor, faults)
+            executors[profile.name] = executor
         return cls(config, executors)
 
     @classmethod
@@ -145,6 +150,29 @@ class ExecutorSlots:
         self.queue.remove(start)
 
 
+class CircuitBreaker:
+    """Opens after `threshold` consecutive failures of an executor; while open (for `cooldown_s`
+    of clock time) the executor is skipped; then one call is let through to probe it."""
+
+    def __init__(self, threshold: int, cooldown_s: float):
+        self.threshold = threshold
+        self.cooldown_s = cooldown_s
+        self.failures = 0
+        self.opened_at: float | None = None
+
+    def allows(self, now: float) -> bool:
+        return self.opened_at is None or now - self.opened_at >= self.cooldown_s
+
+    def failure(self, now: float) -> None:
+        self.failures += 1
+        if self.failures >= self.threshold:
+            self.opened_at = now
+
+    def success(self) -> None:
+        self.failures = 0
+        self.opened_at = None
+
+
 class PoolSession:
     """The pool as one episode sees it: its own concurrency slots and its own ledger."""
 
@@ -155,9 +183,16 @@ class PoolSession:
             name: ExecutorSlots(executor.profile.max_concurrency)
             for name, executor in pool.executors.items()
         }
+        self._breakers: dict[str, CircuitBreaker] = {}
 
     def executor(self, name: str) -> Executor:
         return self.pool.executors[name]
+
+    def breaker(self, name: str, threshold: int, cooldown_s: float) -> CircuitBreaker:
+        breaker = self._breakers.get(name)
+        if breaker is None:
+            breaker = self._breakers[name] = CircuitBreaker(threshold, cooldown_s)
+        return breaker
 
     def slots(self, name: str) -> ExecutorSlots:
         return self._slots[name]

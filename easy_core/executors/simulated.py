@@ -140,7 +140,10 @@ class SimWorld:
             step_id=request.step_id,
             executor=profile.name,
             status="ok",
-            output="; ".join(f"{sub_id}={answer}" for sub_id, answer in answers.items()),
+            # A step that covers no subtask does nothing useful, but it did answer.
+            output="; ".join(f"{sub_id}={answer}" for sub_id, answer in answers.items())
+            if covered
+            else "(no subtask)",
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost_usd=(tokens_in * profile.price_in_per_1m + tokens_out * profile.price_out_per_1m)

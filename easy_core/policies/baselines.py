@@ -289,7 +289,12 @@ class OraclePolicy(SubtaskPolicy):
 
     def choose(self, state: EpisodeState, sub: Subtask) -> str:
         executors = state.pool.executors
-        sims = [e for e in executors.values() if isinstance(e, SimExecutor)]
+        # (a fault-injecting wrapper keeps the simulated executor it wraps as `inner`)
+        sims = [
+            inner
+            for e in executors.values()
+            if isinstance(inner := getattr(e, "inner", e), SimExecutor)
+        ]
         if len(sims) != len(executors) or state.task.suite != "sim":
             raise PolicyError(
                 "policy 'oracle' knows outcomes only in the sim suite with sim executors"

@@ -23,12 +23,15 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
+from easy_core.capability import expected_success
 from easy_core.executors.base import Executor, StepRequest
+from easy_core.executors.faults import ExecutorCallError
 from easy_core.executors.pool import ExecutorSlots, PoolSession
 from easy_core.graph import substitute_placeholders
+from easy_core.params import ResilienceParams
 from easy_core.runtime.clock import Cancellable, Clock, DiscreteEventClock
 from easy_core.schemas import Plan, Step, StepResult, Task
 
@@ -90,8 +93,24 @@ def build_request(
 
 
 def executor_error_result(step: Step, request: StepRequest, exc: Exception) -> StepResult:
-    """An executor raised: the step failed (the episode goes on)."""
-    return _failed(step, f"executor error: {type(exc).__name__}: {exc}", request.covers)
+    """An executor raised: the call failed (the episode goes on)."""
+    result = _failed(step, f"executor error: {type(exc).__name__}: {exc}", request.covers)
+    result.faults = [exc.fault if isinstance(exc, ExecutorCallError) else "error"]
+    return result
+
+
+def fault_of(result: StepResult) -> str | None:
+    """What is wrong with a call's result, or None when it is usable: a failure, an empty
+    output, or a malformed one (no answer for a subtask the step covers)."""
+    if result.status == "failed":
+        if result.faults:
+            return result.faults[-1]
+        return "timeout" if (result.error or "").startswith("timeout") else "failed"
+    if result.covers and any(c not in result.sub_answers for c in result.covers):
+        return "empty" if not result.output.strip() else "malformed"
+    if not result.output.strip():
+        return "empty"
+    return None
 
 
 def timed_out_result(
@@ -128,10 +147,17 @@ class _Flight:
     step: Step
     request: StepRequest
     executor: Executor
+    executor_name: str
     bound: float
     slots: ExecutorSlots
     has_slot: bool = False
     started: float | None = None
+    first_started: float | None = None
+    attempt: int = 0
+    tried: list[str] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    spent: float = 0.0
+    in_backoff: bool = False
     start: Callable[[], None] | None = None
     timer: Cancellable | None = None
     task: asyncio.Task[StepResult] | None = None
@@ -156,12 +182,18 @@ class LocalEngine:
         step_timeout_s: float = 300.0,
         max_parallel: int | None = None,
         sync_fast_path: bool = True,
+        resilience: ResilienceParams | None = None,
+        difficulty_slope: float = 0.6,
+        step_timeout_factor: float = 0.0,
     ):
         if max_parallel is not None and max_parallel < 1:
             raise ValueError("max_parallel must be at least 1 or None")
         self.step_timeout_s = step_timeout_s
         self.max_parallel = max_parallel
         self.sync_fast_path = sync_fast_path
+        self.resilience = resilience or ResilienceParams()
+        self.difficulty_slope = difficulty_slope  # to rank fallback executors by capability
+        self.step_timeout_factor = step_timeout_factor
 
     async def execute(
         self,
@@ -279,30 +311,43 @@ class _Schedule:
             self._stop("time_budget", "time budget reached")
             self._finish(step.id, skipped_result(step, self.stop_detail, now - self.origin))
             return
-        request = self._request(step)
+        name = step.executor
+        if not self._breaker(name).allows(now):
+            name = self._fallback(step, [name], name) or name
+        request = self._request(step, name)
         session = self.session
-        executor = session.executor(step.executor)
+        executor = session.executor(name)
         bound = session.cost_upper_bound(request, executor)
-        if not session.ledger.try_reserve(bound):
-            ledger = session.ledger
-            self._stop(
-                "cost_budget",
-                f"step {step.id!r} on {step.executor} could cost up to ${bound:.6f}, but only "
-                f"${ledger.remaining_usd:.6f} of the ${ledger.budget_usd:.6f} budget is left",
-            )
+        if not self._reserve(step, name, bound):
             self._finish(
                 step.id, skipped_result(step, "cost budget: " + self.stop_detail, now - self.origin)
             )
             return
-        flight = _Flight(step, request, executor, bound, session.slots(step.executor))
+        flight = _Flight(step, request, executor, name, bound, session.slots(name), tried=[name])
         self.in_flight[step.id] = flight
+        self._start(flight)
+
+    def _reserve(self, step: Step, name: str, bound: float) -> bool:
+        """Reserve a call's worst-case cost; when it does not fit, stop with the reason."""
+        ledger = self.session.ledger
+        if ledger.try_reserve(bound):
+            return True
+        self._stop(
+            "cost_budget",
+            f"step {step.id!r} on {name} could cost up to ${bound:.6f}, but only "
+            f"${ledger.remaining_usd:.6f} of the ${ledger.budget_usd:.6f} budget is left",
+        )
+        return False
+
+    def _start(self, flight: _Flight) -> None:
+        executor = flight.executor
         simulate = getattr(executor, "simulate", None)
         if simulate is not None and (self.engine.sync_fast_path or self.discrete):
             self._start_simulated(flight, simulate)
         elif self.discrete:
             raise TypeError(
-                f"executor {step.executor!r} cannot simulate(); the discrete-event clock runs "
-                "only simulating executors: use an asyncio loop"
+                f"executor {flight.executor_name!r} cannot simulate(); the discrete-event clock "
+                "runs only simulating executors: use an asyncio loop"
             )
         else:
             self._start_task(flight)
@@ -320,27 +365,144 @@ class _Schedule:
                 heapq.heappush(self.ready, self.index[child])
 
     def _complete(self, flight: _Flight, result: StepResult) -> None:
-        """A started step ended (on the loop): settle, free its slot, schedule what is ready."""
+        """A call ended (on the loop): settle it and free its slot; then retry or fall back if
+        it failed and attempts are left, else record the step and schedule what is ready."""
         now = self.clock.time()
-        started = flight.started if flight.started is not None else now
         step = flight.step
-        # Plain attribute writes (no validation needed) straight into the model's fields.
-        result.__dict__.update(
-            step_id=step.id,
-            cost_usd=self.session.ledger.settle(
-                step.id, step.executor, flight.bound, result.cost_usd
-            ),
-            started_s=started - self.origin,
-            finished_s=now - self.origin,
+        if flight.first_started is None:
+            flight.first_started = flight.started if flight.started is not None else now
+        flight.spent += self.session.ledger.settle(
+            step.id, flight.executor_name, flight.bound, result.cost_usd
         )
         # Drop the flight's references to its callbacks: they point back at the flight, and
         # without these cycles a run's garbage is freed at once, with no collector pass.
         flight.start = flight.timer = flight.task = None
-        del self.in_flight[step.id]
+        flight.has_slot = False
         flight.slots.release()
+        fault = fault_of(result)
+        breaker = self._breaker(flight.executor_name)
+        if fault is None:
+            breaker.success()
+        else:
+            flight.faults.append(fault)
+            breaker.failure(now)
+            if not self.finished and self._retry_later(flight, now):
+                return
+        # Plain attribute writes (no validation needed) straight into the model's fields.
+        result.__dict__.update(
+            step_id=step.id,
+            executor=flight.executor_name,
+            cost_usd=flight.spent,
+            started_s=flight.first_started - self.origin,
+            finished_s=now - self.origin,
+            attempts=flight.attempt + 1,
+            faults=list(flight.faults),
+        )
+        del self.in_flight[step.id]
         self._finish(step.id, result)
         if not self.finished:
             self._pump()
+
+    # ---------------------------------------------------------------- retries and fallback
+
+    def _breaker(self, name: str):  # noqa: ANN202 - CircuitBreaker
+        r = self.engine.resilience
+        return self.session.breaker(name, r.breaker_failures, r.breaker_cooldown_s)
+
+    def _retry_later(self, flight: _Flight, now: float) -> bool:
+        """Schedule the next attempt (same executor, or a fallback) after a backoff; False when
+        no attempt is left or it would start past the deadline."""
+        r = self.engine.resilience
+        if flight.attempt + 1 >= r.max_attempts or self.stop_reason is not None:
+            return False
+        current = flight.executor_name
+        name: str | None = current
+        if flight.tried.count(current) >= r.attempts_per_executor or not self._breaker(
+            current
+        ).allows(now):
+            fallback = self._fallback(flight.step, flight.tried, current) if r.fallback else None
+            # Without a capable fallback, keep trying the same executor while its breaker lets
+            # us; once it is open, the most capable other executor is better than giving up.
+            if fallback is None and self._breaker(current).allows(now):
+                fallback = current
+            elif fallback is None and r.fallback:
+                fallback = self._fallback(flight.step, flight.tried, current, best_effort=True)
+            name = fallback
+            if name is None:
+                return False
+        delay = r.backoff_s * r.backoff_factor ** flight.tried.count(name)
+        if self.deadline is not None and now + delay >= self.deadline:
+            return False
+        flight.in_backoff = True
+        flight.timer = self.clock.call_at(now + delay, self._retry, flight, name)
+        return True
+
+    def _retry(self, flight: _Flight, name: str) -> None:
+        flight.in_backoff = False
+        flight.timer = None
+        step = flight.step
+        flight.attempt += 1
+        flight.tried.append(name)
+        executor = self.session.executor(name)
+        request = replace(
+            flight.request,
+            attempt=flight.attempt,
+            max_output_tokens=executor.profile.max_output_tokens,
+        )
+        bound = self.session.cost_upper_bound(request, executor)
+        if not self._reserve(step, name, bound):
+            del self.in_flight[step.id]
+            now = self.clock.time() - self.origin
+            result = _failed(
+                step,
+                f"gave up after {flight.attempt} attempts ({', '.join(flight.faults)}): "
+                "the next attempt does not fit the cost budget",
+                request.covers,
+                cost_usd=flight.spent,
+                started_s=(flight.first_started or 0.0) - self.origin,
+                finished_s=now,
+            )
+            result.executor = flight.executor_name
+            result.attempts, result.faults = flight.attempt, list(flight.faults)
+            self._finish(step.id, result)
+            self._pump()
+            return
+        flight.request, flight.executor, flight.executor_name = request, executor, name
+        flight.bound, flight.slots, flight.started = bound, self.session.slots(name), None
+        self._start(flight)
+
+    def _fallback(
+        self, step: Step, tried: list[str], current: str, best_effort: bool = False
+    ) -> str | None:
+        """The cheapest executor not tried yet (and not behind an open breaker) that is at least
+        as capable on the step's subtasks as `current`; without subtasks, at least as pricey.
+        `best_effort`: if there is none, the most capable of the others."""
+        now = self.clock.time()
+        executors = self.session.pool.executors
+        task = self.task
+        slope = self.engine.difficulty_slope
+
+        def capability(name: str) -> float:
+            profile = executors[name].profile
+            if not step.covers:
+                return profile.price_in_per_1m + profile.price_out_per_1m
+            return min(
+                expected_success(profile, s.skill, s.difficulty, slope)
+                for s in (task.subtask(c) for c in step.covers)
+            )
+
+        floor = capability(current)
+        others = [n for n in executors if n not in tried and self._breaker(n).allows(now)]
+        candidates = [name for name in others if capability(name) >= floor]
+        if not candidates:
+            return max(others, key=capability, default=None) if best_effort else None
+        return min(
+            candidates,
+            key=lambda n: (
+                executors[n].profile.price_in_per_1m + executors[n].profile.price_out_per_1m,
+                n,
+            ),
+        )
 
     def _stop(self, reason: StopReason, detail: str) -> None:
         if self.stop_reason is None:
@@ -358,17 +520,17 @@ class _Schedule:
         self, flight: _Flight, simulate: Callable[[StepRequest], StepResult]
     ) -> None:
         clock = self.clock
-        timeout = self.engine.step_timeout_s
 
         def start() -> None:
             flight.has_slot = True
             flight.started = clock.time()
+            timeout = self._timeout(flight)
             try:
                 result = simulate(flight.request)
             except Exception as exc:
                 result = self._executor_error(flight, exc)
             if result.latency_s > timeout:
-                result = self._timed_out(flight)
+                result = self._timed_out(flight, timeout)
             flight.timer = clock.call_at(
                 flight.started + min(result.latency_s, timeout), self._complete, flight, result
             )
@@ -390,11 +552,12 @@ class _Schedule:
             if not flight.slots.acquire(start):
                 await slot_ready
             flight.started = loop.time()
+            timeout = self._timeout(flight)
             try:
-                async with asyncio.timeout(self.engine.step_timeout_s):
+                async with asyncio.timeout(timeout):
                     return await flight.executor.run(flight.request)
             except TimeoutError:
-                return self._timed_out(flight)
+                return self._timed_out(flight, timeout)
             except Exception as exc:  # an executor bug must not take the episode down
                 return self._executor_error(flight, exc)
 
@@ -406,10 +569,23 @@ class _Schedule:
     def _executor_error(self, flight: _Flight, exc: Exception) -> StepResult:
         return executor_error_result(flight.step, flight.request, exc)
 
-    def _timed_out(self, flight: _Flight) -> StepResult:
-        return timed_out_result(
-            flight.step, flight.request, flight.executor, self.engine.step_timeout_s
+    def _timed_out(self, flight: _Flight, timeout: float) -> StepResult:
+        return timed_out_result(flight.step, flight.request, flight.executor, timeout)
+
+    def _timeout(self, flight: _Flight) -> float:
+        """A call's timeout: `step_timeout_factor` times the latency its profile predicts for
+        this request, at most `step_timeout_s` (0 factor: always `step_timeout_s`)."""
+        engine = self.engine
+        if not engine.step_timeout_factor:
+            return engine.step_timeout_s
+        executor, request = flight.executor, flight.request
+        latency = executor.profile.latency
+        expected = (
+            latency.ttft_s
+            + executor.estimate_input_tokens(request) / latency.prefill_tokens_per_s
+            + executor.output_token_cap(request) / latency.tokens_per_s
         )
+        return min(engine.step_timeout_s, engine.step_timeout_factor * expected)
 
     async def _cancel_in_flight(self) -> None:
         """Cut off the steps in flight at the deadline: a started step is charged its input
@@ -434,28 +610,34 @@ class _Schedule:
         now = self.clock.time() - self.origin
         ledger = self.session.ledger
         for flight in flights:
-            step = flight.step
-            if flight.started is None:
-                charged = ledger.settle(step.id, step.executor, flight.bound, 0.0)
-                started, when = now, "before it started"
+            step, name = flight.step, flight.executor_name
+            if flight.in_backoff:  # between attempts: nothing reserved, nothing running
+                charged, when = 0.0, "while waiting to retry"
+            elif flight.started is None:
+                charged = ledger.settle(step.id, name, flight.bound, 0.0)
+                when = "before it started"
             else:
                 input_cost = flight.executor.profile.cost_usd(
                     flight.executor.estimate_input_tokens(flight.request), 0
                 )
-                charged = ledger.settle(step.id, step.executor, flight.bound, input_cost)
-                started, when = flight.started - self.origin, "while running"
+                charged = ledger.settle(step.id, name, flight.bound, input_cost)
+                when = "while running"
+            first = flight.first_started if flight.first_started is not None else flight.started
             flight.start = flight.timer = flight.task = None
-            self._finish(
-                step.id,
-                _failed(
-                    step,
-                    f"cancelled: time budget reached {when}",
-                    flight.request.covers,
-                    cost_usd=charged,
-                    started_s=started,
-                    finished_s=now,
-                ),
+            result = _failed(
+                step,
+                f"cancelled: time budget reached {when}",
+                flight.request.covers,
+                cost_usd=flight.spent + charged,
+                started_s=now if first is None else first - self.origin,
+                finished_s=now,
             )
+            result.executor, result.attempts, result.faults = (
+                name,
+                flight.attempt + 1,
+                flight.faults,
+            )
+            self._finish(step.id, result)
         self.in_flight.clear()
 
     # ---------------------------------------------------------------- inputs
@@ -463,7 +645,7 @@ class _Schedule:
     def _result_of(self, step_id: str) -> StepResult:
         return self.results.get(step_id) or self.prior[step_id]
 
-    def _request(self, step: Step) -> StepRequest:
+    def _request(self, step: Step, executor_name: str) -> StepRequest:
         inputs = tuple(self._result_of(dep) for dep in step.depends_on)
-        profile = self.session.executor(step.executor).profile
+        profile = self.session.executor(executor_name).profile
         return build_request(step, inputs, self.task, self.seed, profile.max_output_tokens)

@@ -37,7 +37,11 @@ class EpisodeRunner:
         self.check = check
         self.sequential = sequential
         self.engine: PlanEngine = engine or LocalEngine(
-            step_timeout_s=params.runtime.step_timeout_s, max_parallel=1 if sequential else None
+            step_timeout_s=params.runtime.step_timeout_s,
+            step_timeout_factor=params.runtime.step_timeout_factor,
+            max_parallel=1 if sequential else None,
+            resilience=params.resilience,
+            difficulty_slope=params.capability.difficulty_slope,
         )
         self._executor_names = set(pool.executors)
 
@@ -152,16 +156,19 @@ class EpisodeRunner:
 
     @staticmethod
     def _metrics(state: EpisodeState, makespan_s: float, spent_usd: float) -> RunMetrics:
-        tokens_in = tokens_out = steps = failed = skipped = 0
+        tokens_in = tokens_out = steps = failed = skipped = faults = retries = fallbacks = 0
         critical = 0.0
         for milestone in state.milestones:
             critical += milestone.critical_path_s
-            for r in milestone.results:
+            for step, r in zip(milestone.plan.steps, milestone.results, strict=True):
                 steps += 1
                 tokens_in += r.tokens_in
                 tokens_out += r.tokens_out
                 failed += r.status == "failed"
                 skipped += r.status == "skipped"
+                faults += len(r.faults)
+                retries += r.attempts - 1
+                fallbacks += r.executor != step.executor
         return RunMetrics(
             cost_usd=spent_usd,
             makespan_s=makespan_s,
@@ -172,4 +179,7 @@ class EpisodeRunner:
             n_steps=steps,
             n_failed=failed,
             n_skipped=skipped,
+            n_faults=faults,
+            n_retries=retries,
+            n_fallbacks=fallbacks,
         )
