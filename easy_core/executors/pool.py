@@ -13,6 +13,7 @@ from easy_core.config import load_yaml_model
 from easy_core.errors import ConfigError
 from easy_core.executors.base import Executor, StepRequest
 from easy_core.executors.faults import FaultInjectingExecutor
+from easy_core.executors.python_tool import PythonToolExecutor
 from easy_core.executors.simulated import SimExecutor, SimWorld
 from easy_core.schemas import ExecutorProfile, PoolConfig
 
@@ -26,8 +27,20 @@ class BackendContext:
     world: SimWorld = field(default_factory=SimWorld)
 
 
+def _tool(profile: ExecutorProfile, context: BackendContext) -> Executor:
+    tools = {"python": PythonToolExecutor}
+    factory = tools.get(profile.model or "")
+    if factory is None:
+        raise ConfigError(
+            f"executor {profile.name!r}: backend 'tool' needs `model` set to one of: "
+            f"{', '.join(sorted(tools))} (got {profile.model!r})"
+        )
+    return factory(profile)
+
+
 BACKENDS: dict[str, ExecutorFactory] = {
     "sim": lambda profile, ctx: SimExecutor(profile, ctx.world),
+    "tool": _tool,
 }
 
 

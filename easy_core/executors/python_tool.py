@@ -1,0 +1,62 @@
+"""The `python` tool: runs the step's instruction (or the ```python block in it) as a program in
+the sandbox and answers with what it printed."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+
+from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.executors.sandbox import SandboxLimits, run_python
+from easy_core.schemas import ExecutorProfile, StepResult
+
+FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+
+
+def extract_code(instruction: str) -> str:
+    block = FENCE.search(instruction)
+    return block.group(1) if block else instruction
+
+
+class PythonToolExecutor:
+    def __init__(self, profile: ExecutorProfile, limits: SandboxLimits | None = None):
+        self.profile = profile
+        self.limits = limits or SandboxLimits()
+
+    async def run(self, request: StepRequest) -> StepResult:
+        code = extract_code(request.instruction)
+        started = time.monotonic()
+        outcome = await asyncio.to_thread(run_python, code, self.limits)
+        latency = time.monotonic() - started
+        tokens_in, tokens_out = approx_tokens(code), max(1, approx_tokens(outcome.stdout))
+        if outcome.ok:
+            status, error = "ok", None
+        elif outcome.timed_out:
+            status, error = "failed", f"killed after {self.limits.wall_s:g}s (time limit)"
+        elif outcome.returncode < 0:
+            status, error = (
+                "failed",
+                f"killed by signal {-outcome.returncode} (CPU or memory limit)",
+            )
+        else:
+            last = outcome.stderr.strip().splitlines()[-1:] or ["no output"]
+            status, error = "failed", f"exit {outcome.returncode}: {last[0]}"
+        return StepResult(
+            step_id=request.step_id,
+            executor=self.profile.name,
+            status=status,
+            output=outcome.stdout.strip(),
+            error=error,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=self.profile.cost_usd(tokens_in, tokens_out),
+            latency_s=latency,
+            covers=list(request.covers),
+        )
+
+    def estimate_input_tokens(self, request: StepRequest) -> int:
+        return approx_tokens(request.instruction)
+
+    def output_token_cap(self, request: StepRequest) -> int:
+        return approx_tokens("x" * self.limits.output_chars)
