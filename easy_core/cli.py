@@ -153,6 +153,36 @@ def eval_command(
             out.print(f"wrote {out_dir}/episodes.jsonl and {out_dir}/metrics.json")
 
 
+@app.command("compare")
+@user_errors
+def compare_command(
+    pool: Annotated[Path, typer.Option(help="pool YAML")],
+    policies: Annotated[str, typer.Option(help="comma-separated policy names")] = (
+        "strongest,cheapest,random,greedy"
+    ),
+    suite: Annotated[str, typer.Option(help="task suite")] = "sim",
+    n: Annotated[int, typer.Option(min=1, help="held-out tasks")] = 500,
+    seed: Annotated[int, typer.Option()] = 0,
+    out_dir: Annotated[Path, typer.Option("--out", help="results folder")] = Path(
+        "results/compare"
+    ),
+    params_path: ParamsOption = None,
+) -> None:
+    """Every policy on the same held-out tasks and seeds (the oracle added as the bound on sim):
+    table, Pareto plots of success against cost and against makespan."""
+    from easy_core.compare import compare, targets_markdown, write_comparison
+
+    names = [name.strip() for name in policies.split(",") if name.strip()]
+    rows = compare(resolve_params(params_path), suite, pool, names, n, seed)
+    try:
+        plots = write_comparison(out_dir, rows, f"{suite} / {rows[0].pool}: {n} held-out tasks")
+    except ImportError as exc:
+        raise EasyError(f"plots need matplotlib: pip install -e '.[pipeline]' ({exc})") from None
+    out.print(metrics_table(rows, f"{suite} / {rows[0].pool}"))
+    print(targets_markdown(rows))
+    out.print("wrote " + ", ".join(str(p) for p in [out_dir / "compare.md", *plots]))
+
+
 @app.command("rollouts")
 @user_errors
 def rollouts_command(

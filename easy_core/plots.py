@@ -22,8 +22,18 @@ def pareto_frontier(points: list[tuple[float, float]]) -> list[int]:
     return sorted(frontier, key=lambda i: points[i][0])
 
 
-def pareto_plot(rows: list[EvalMetrics], path: str | Path, title: str) -> Path:
-    """Cost (log scale) against success, one panel per pool, frontier drawn through."""
+AXES = {
+    "cost": ("mean_cost_usd", "mean cost per task (USD, log)", True),
+    "makespan": ("mean_makespan_s", "mean makespan per task (s)", False),
+}
+
+
+def pareto_plot(
+    rows: list[EvalMetrics], path: str | Path, title: str, against: str = "cost"
+) -> Path:
+    """Success against cost (log scale) or makespan, one panel per pool, frontier drawn
+    through, the oracle (if present) as a dotted bound."""
+    field, axis_label, log = AXES[against]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,16 +43,20 @@ def pareto_plot(rows: list[EvalMetrics], path: str | Path, title: str) -> Path:
     fig, axes = plt.subplots(1, len(pools), figsize=(5.5 * len(pools), 4.2), squeeze=False)
     for ax, pool in zip(axes[0], pools, strict=True):
         mine = [row for row in rows if row.pool == pool]
-        points = [(max(r.mean_cost_usd, 1e-9), r.success_rate) for r in mine]
-        for row, (cost, success) in zip(mine, points, strict=True):
+        points = [(max(getattr(r, field), 1e-9), r.success_rate) for r in mine]
+        for row, (x, success) in zip(mine, points, strict=True):
             low, high = row.success_ci95
-            ax.errorbar(cost, success, yerr=[[success - low], [high - success]], fmt="o", capsize=3)
+            ax.errorbar(x, success, yerr=[[success - low], [high - success]], fmt="o", capsize=3)
             label = row.policy + (" (seq)" if row.sequential else "")
-            ax.annotate(label, (cost, success), textcoords="offset points", xytext=(5, 4))
+            ax.annotate(label, (x, success), textcoords="offset points", xytext=(5, 4))
         frontier = pareto_frontier(points)
         ax.plot([points[i][0] for i in frontier], [points[i][1] for i in frontier], "--", alpha=0.6)
-        ax.set_xscale("log")
-        ax.set_xlabel("mean cost per task (USD, log)")
+        for row in mine:
+            if row.policy == "oracle" and not row.sequential:
+                ax.axhline(row.success_rate, linestyle=":", color="grey", label="oracle bound")
+        if log:
+            ax.set_xscale("log")
+        ax.set_xlabel(axis_label)
         ax.set_ylabel("success rate")
         ax.set_ylim(0, 1)
         ax.set_title(pool)

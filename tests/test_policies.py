@@ -99,3 +99,35 @@ def test_baselines_run_on_the_unseen_pool(params):
         assert m.pool == "sim-unseen"
         assert m.end_reasons.get("policy_error", 0) == 0
         assert m.success_rate > 0.2
+
+
+def test_easy_compare_writes_table_references_and_both_pareto_plots(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "easy_core.cli",
+            "compare",
+            "--pool",
+            str(SIM_DEFAULT),
+            "--policies",
+            "strongest,greedy",
+            "--n",
+            "40",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    report = (tmp_path / "compare.md").read_text()
+    for policy in ("strongest", "greedy", "oracle"):  # the oracle joins as the bound
+        assert f"| {policy} |" in report
+    assert "cost / strongest's" in report
+    for png in ("pareto-cost.png", "pareto-makespan.png"):
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
