@@ -89,8 +89,15 @@ class ExecutorProfile(Record):
 
     name: Identifier
     backend: Literal["openai", "hf", "tool", "sim"]
-    endpoint: str | None = None
+    endpoint: str | None = Field(
+        default=None, description="base URL of an OpenAI-compatible API, e.g. http://host:8000/v1"
+    )
     model: str | None = None
+    api_key_env: str | None = Field(
+        default=None,
+        description="name of the environment variable holding the API key (the key itself is "
+        "never written in a pool file); None for local endpoints that need no key",
+    )
     description: str = ""
     price_in_per_1m: NonNegative = Field(description="USD per 1M input tokens")
     price_out_per_1m: NonNegative = Field(description="USD per 1M output tokens")

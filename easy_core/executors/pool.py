@@ -13,6 +13,7 @@ from easy_core.config import load_yaml_model
 from easy_core.errors import ConfigError
 from easy_core.executors.base import Executor, StepRequest
 from easy_core.executors.faults import FaultInjectingExecutor
+from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.python_tool import PythonToolExecutor
 from easy_core.executors.simulated import SimExecutor, SimWorld
 from easy_core.schemas import ExecutorProfile, PoolConfig
@@ -41,6 +42,7 @@ def _tool(profile: ExecutorProfile, context: BackendContext) -> Executor:
 BACKENDS: dict[str, ExecutorFactory] = {
     "sim": lambda profile, ctx: SimExecutor(profile, ctx.world),
     "tool": _tool,
+    "openai": lambda profile, ctx: OpenAIExecutor(profile),
 }
 
 
