@@ -16,7 +16,7 @@ from rich.table import Table
 
 from easy_core.config import load_yaml_model
 from easy_core.errors import EasyError
-from easy_core.evaluation import EvalSpec, evaluate, write_results
+from easy_core.evaluation import EvalSpec, evaluate, evaluate_resumable, write_results
 from easy_core.graph import parse_plan, validate_plan
 from easy_core.params import load_params
 from easy_core.schemas import EvalMetrics, PoolConfig
@@ -140,9 +140,11 @@ def eval_command(
     )
     with progress_bar() as progress:
         bar = progress.add_task(f"{policy} on {spec.suite}", total=spec.n)
-        metrics, trajectories = evaluate(
-            spec, params, on_episode=lambda k: progress.advance(bar, k)
-        )
+        advance = lambda k: progress.advance(bar, k)  # noqa: E731
+        if out_dir is not None:
+            metrics, trajectories = evaluate_resumable(spec, params, out_dir, advance)
+        else:
+            metrics, trajectories = evaluate(spec, params, on_episode=advance)
     if out_dir is not None:
         write_results(out_dir, metrics, trajectories)
     if as_json:

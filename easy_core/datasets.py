@@ -62,6 +62,31 @@ def shard_is_complete(directory: str | Path, info: ShardInfo) -> bool:
     return path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == info.sha256
 
 
+def _sidecar(directory: Path, shard: int) -> Path:
+    return directory / (shard_name(shard) + ".info.json")
+
+
+def finished_shard_file(directory: str | Path, shard: int, settings_hash: str) -> ShardInfo | None:
+    """The shard's entry if it was finished with the same settings and its file is intact."""
+    sidecar = _sidecar(Path(directory), shard)
+    if not sidecar.is_file():
+        return None
+    recorded = json.loads(sidecar.read_text())
+    info = ShardInfo.model_validate(recorded["shard"])
+    if recorded.get("config_hash") == settings_hash and shard_is_complete(directory, info):
+        return info
+    return None
+
+
+def store_shard_file(directory: str | Path, shard: int, text: str, settings_hash: str) -> ShardInfo:
+    """Write the shard file atomically, then its sidecar, which marks it finished."""
+    info = write_shard(directory, shard, text)
+    write_json(
+        _sidecar(Path(directory), shard), {"config_hash": settings_hash, "shard": info.model_dump()}
+    )
+    return info
+
+
 def remove_partial_files(directory: str | Path) -> int:
     """Delete temporary files a killed writer left behind (finished files are never partial:
     they appear by rename). Returns how many were removed."""

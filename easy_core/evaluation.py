@@ -6,9 +6,18 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from easy_core.datasets import (
+    Manifest,
+    config_hash,
+    finished_shard_file,
+    remove_partial_files,
+    shard_text,
+    store_shard_file,
+    write_manifest,
+)
 from easy_core.executors.pool import BackendContext, ExecutorPool
 from easy_core.executors.simulated import SimWorld
 from easy_core.params import Params
@@ -118,6 +127,49 @@ def evaluate(
     runner = EpisodeRunner(pool, params, suite.check, sequential=spec.sequential)
     tasks = suite.tasks(spec.split, spec.n, spec.seed)
     trajectories = run_episodes(tasks, runner, spec.policy, spec.seed, spec.mode, on_episode)
+    return summarize(trajectories, spec, pool.name), trajectories
+
+
+def evaluate_resumable(
+    spec: EvalSpec,
+    params: Params,
+    out_dir: str | Path,
+    on_episode: ProgressCallback | None = None,
+) -> tuple[EvalMetrics, list[Trajectory]]:
+    """`evaluate`, written as it goes in shards of `eval.shard_size` episodes (OUT/shards/,
+    each atomic, with a manifest): a run killed at any point, run again, redoes only the
+    unfinished shard and ends with the same bytes."""
+    shards_dir = Path(out_dir) / "shards"
+    if shards_dir.is_dir():
+        remove_partial_files(shards_dir)
+    suite = get_suite(spec.suite, params)
+    pool = load_pool(spec.pool, params)
+    get_policy(spec.policy)
+    runner = EpisodeRunner(pool, params, suite.check, sequential=spec.sequential)
+    settings = config_hash(
+        {
+            "spec": {**asdict(spec), "pool": pool.config},
+            "params": params.model_dump(exclude={"eval"}),
+        }
+    )
+    size = params.eval.shard_size
+    trajectories: list[Trajectory] = []
+    infos = []
+    for shard, start in enumerate(range(0, spec.n, size)):
+        count = min(size, spec.n - start)
+        info = finished_shard_file(shards_dir, shard, settings)
+        if info is not None:
+            text = (shards_dir / info.path).read_text(encoding="utf-8")
+            done = [Trajectory.model_validate_json(line) for line in text.splitlines()]
+            if on_episode is not None:
+                on_episode(len(done))
+        else:
+            tasks = suite.tasks(spec.split, count, spec.seed, start=start)
+            done = run_episodes(tasks, runner, spec.policy, spec.seed, spec.mode, on_episode)
+            info = store_shard_file(shards_dir, shard, shard_text(done), settings)
+        trajectories.extend(done)
+        infos.append(info)
+    write_manifest(shards_dir, Manifest(kind="evaluation", config_hash=settings, shards=infos))
     return summarize(trajectories, spec, pool.name), trajectories
 
 

@@ -86,6 +86,7 @@ class EvalParams(_Section):
     split: Literal["train", "test"] = "test"
     n: int = Field(500, ge=1)
     seed: int = 0
+    shard_size: int = Field(250, ge=1, description="episodes per resumable shard of `--out`")
 
 
 SIM_POOLS = ["configs/pools/sim-default.yaml", "configs/pools/sim-unseen.yaml"]

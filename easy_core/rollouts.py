@@ -3,7 +3,6 @@ holds training tasks k*size .. (k+1)*size-1. Finished shards are skipped on a re
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,17 +10,15 @@ from easy_core.datasets import (
     Manifest,
     ShardInfo,
     config_hash,
+    finished_shard_file,
     remove_partial_files,
-    shard_is_complete,
-    shard_name,
     shard_text,
+    store_shard_file,
     write_manifest,
-    write_shard,
 )
 from easy_core.evaluation import load_pool, run_episodes
 from easy_core.params import Params
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.storage import write_json
 from easy_core.suites import get_suite
 
 
@@ -47,32 +44,13 @@ def rollout_shard_text(params: Params, shard: int) -> str:
     return shard_text(run_episodes(tasks, runner, config.policy, config.seed))
 
 
-def _sidecar(out: Path, shard: int) -> Path:
-    return out / (shard_name(shard) + ".info.json")
-
-
 def finished_shard(params: Params, shard: int, out_dir: str | Path) -> ShardInfo | None:
     """The shard's entry if an identical one (same settings, intact file) is already there."""
-    out = Path(out_dir)
-    sidecar = _sidecar(out, shard)
-    if not sidecar.is_file():
-        return None
-    recorded = json.loads(sidecar.read_text())
-    info = ShardInfo.model_validate(recorded["shard"])
-    if recorded.get("config_hash") == rollout_settings_hash(params) and shard_is_complete(
-        out, info
-    ):
-        return info
-    return None
+    return finished_shard_file(out_dir, shard, rollout_settings_hash(params))
 
 
 def store_shard(params: Params, shard: int, text: str, out_dir: str | Path) -> ShardInfo:
-    """Write the shard file atomically, then its sidecar (what marks it finished)."""
-    out = Path(out_dir)
-    info = write_shard(out, shard, text)
-    record = {"config_hash": rollout_settings_hash(params), "shard": info.model_dump()}
-    write_json(_sidecar(out, shard), record)
-    return info
+    return store_shard_file(out_dir, shard, text, rollout_settings_hash(params))
 
 
 def generate_rollouts(

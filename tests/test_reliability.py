@@ -198,3 +198,69 @@ def test_rollouts_killed_mid_run_resume_to_identical_bytes(tmp_path):
         for line in (killed / s["path"]).read_text().splitlines()
     ]
     assert len(ids) == len(set(ids)) == 8 * 250
+
+
+def test_evaluation_killed_mid_run_resumes_to_identical_bytes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from tests.conftest import ROOT, SIM_DEFAULT
+
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    data["eval"]["shard_size"] = 200
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(data))
+
+    def evaluate(out):
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "easy_core.cli",
+                "eval",
+                "--policy",
+                "greedy",
+                "--pool",
+                str(SIM_DEFAULT),
+                "--n",
+                "2000",
+                "--seed",
+                "4",
+                "--out",
+                str(out),
+                "--params",
+                str(params_file),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    whole = tmp_path / "whole"
+    assert evaluate(whole).wait(timeout=300) == 0
+
+    killed = tmp_path / "killed"
+    process = evaluate(killed)
+    deadline = time.monotonic() + 120
+    while len(list((killed / "shards").glob("*.info.json"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert 3 <= len(list((killed / "shards").glob("*.info.json"))) < 10
+    assert not (killed / "episodes.jsonl").exists()
+
+    assert evaluate(killed).wait(timeout=300) == 0
+    for name in ("episodes.jsonl", "metrics.json"):
+        assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
+    assert sorted(p.name for p in (killed / "shards").iterdir()) == sorted(
+        p.name for p in (whole / "shards").iterdir()
+    )
+    ids = [
+        json.loads(line)["task_id"] for line in (killed / "episodes.jsonl").read_text().splitlines()
+    ]
+    assert len(ids) == len(set(ids)) == 2000
