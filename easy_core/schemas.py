@@ -98,6 +98,11 @@ class ExecutorProfile(Record):
         description="name of the environment variable holding the API key (the key itself is "
         "never written in a pool file); None for local endpoints that need no key",
     )
+    api_key_secret_block: str | None = Field(
+        default=None,
+        description="name of a Prefect Secret block holding the API key; flows load it into "
+        "`api_key_env` before they run",
+    )
     description: str = ""
     price_in_per_1m: NonNegative = Field(description="USD per 1M input tokens")
     price_out_per_1m: NonNegative = Field(description="USD per 1M output tokens")

@@ -17,6 +17,7 @@ from easy_core.reports import metrics_markdown
 from easy_core.schemas import EvalMetrics
 from easy_core.storage import atomic_write_text
 from flows.settings import (
+    load_pool_secrets,
     params_from,
     publish_image,
     publish_markdown,
@@ -39,6 +40,7 @@ def run_evaluation(
     config: EvaluateParams, params_path: str | None, out_dir: str, title: str
 ) -> list[EvalMetrics]:
     params = params_from(params_path)
+    load_pool_secrets(params)
     runs = [(policy, pool) for pool in config.pools for policy in config.policies]
     progress = create_progress_artifact(0.0, key="evaluation-progress", description=title)
     one = evaluate_one.with_options(**task_options(params))

@@ -4,6 +4,7 @@ and persisted (results/inference/TASK.json) and summarised as an artifact."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from prefect import flow
@@ -15,7 +16,7 @@ from easy_core.schemas import Task
 from easy_core.storage import atomic_write_text
 from easy_core.suites.sim import SimSuite, generate_task
 from flows.prefect_engine import PrefectEngine
-from flows.settings import apublish_markdown, params_from, task_runner
+from flows.settings import apublish_markdown, load_pool_secrets, params_from, task_runner
 
 
 def trajectory_markdown(trajectory) -> str:
@@ -50,6 +51,7 @@ async def inference_flow(
     """Solve `task_json` (a Task as JSON), or held-out sim task `index`."""
     params = params_from(params_path)
     config = params.inference
+    await asyncio.to_thread(load_pool_secrets, params)  # Secret.load is sync-compatible
     task = Task.model_validate_json(task_json) if task_json else generate_task(seed, "test", index)
     pool = load_pool(config.pool, params)
     engine = PrefectEngine(step_timeout_s=params.runtime.step_timeout_s)
@@ -61,6 +63,4 @@ async def inference_flow(
 
 
 if __name__ == "__main__":
-    import asyncio
-
     asyncio.run(inference_flow())

@@ -11,7 +11,7 @@ from easy_core.evaluation import load_pool
 from easy_core.profiles import measure_pool, measured_pool, measurements_markdown, write_pool
 from easy_core.storage import atomic_write_text
 from easy_core.suites.sim import SimSuite
-from flows.settings import params_from, publish_markdown, task_options
+from flows.settings import load_pool_secrets, params_from, publish_markdown, task_options
 
 
 @task(task_run_name="profile-{pool_path}")
@@ -30,6 +30,7 @@ def profile_one(pool_path: str, params_path: str | None, out_dir: str) -> str:
 @flow(name="profile", log_prints=True)
 def profile_flow(params_path: str | None = None, out_dir: str = "results/profiles") -> str:
     params = params_from(params_path)
+    load_pool_secrets(params)
     one = profile_one.with_options(**task_options(params))
     sections = [one(pool, params_path, out_dir) for pool in params.profile.pools]
     report = "# Executor profiles (measured)\n\n" + "\n".join(sections)

@@ -21,7 +21,7 @@ from easy_core.rollouts import (
     rollout_shard_text,
     store_shard,
 )
-from flows.settings import params_from, task_options, task_runner
+from flows.settings import load_pool_secrets, params_from, task_options, task_runner
 
 
 @task(
@@ -42,6 +42,7 @@ def rollouts_flow(
 ) -> Manifest:
     params = params_from(params_path)
     settings = rollout_settings_hash(params)
+    load_pool_secrets(params)
     if Path(out_dir).is_dir():
         remove_partial_files(out_dir)  # left by a killed run
     shards = shard_ids if shard_ids is not None else list(range(params.rollouts.shards))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,14 @@ from prefect.artifacts import (
     create_image_artifact,
     create_markdown_artifact,
 )
+from prefect.blocks.system import Secret
 from prefect.filesystems import LocalFileSystem, RemoteFileSystem
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from easy_core.config import load_yaml_model
+from easy_core.errors import ConfigError
 from easy_core.params import Params, load_params
+from easy_core.schemas import PoolConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PARAMS = ROOT / "params.yaml"
@@ -34,6 +39,37 @@ def params_from(path: str | None) -> Params:
     for section in (params.sft_data, params.rollouts, params.inference):
         section.pool = where(section.pool)
     return params
+
+
+def load_pool_secrets(params: Params) -> int:
+    """`load_secret_blocks` for every pool params.yaml names; each flow calls it first."""
+    pools = {
+        *params.profile.pools,
+        *params.evaluate.pools,
+        *params.nightly.pools,
+        params.sft_data.pool,
+        params.rollouts.pool,
+        params.inference.pool,
+    }
+    return sum(load_secret_blocks(pool) for pool in sorted(pools))
+
+
+def load_secret_blocks(pool_path: str) -> int:
+    """Put the API keys that a pool's executors keep in Prefect Secret blocks into the
+    environment variables they name (`api_key_secret_block` -> `api_key_env`). Returns how many
+    were loaded; values are never logged."""
+    config = load_yaml_model(pool_path, PoolConfig)
+    loaded = 0
+    for profile in config.executors:
+        if profile.api_key_secret_block:
+            if not profile.api_key_env:
+                raise ConfigError(
+                    f"{pool_path}: executor {profile.name!r} has api_key_secret_block but no "
+                    "api_key_env to put the key in"
+                )
+            os.environ[profile.api_key_env] = str(Secret.load(profile.api_key_secret_block).get())
+            loaded += 1
+    return loaded
 
 
 def task_options(params: Params) -> dict[str, Any]:

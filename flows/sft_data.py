@@ -13,13 +13,14 @@ from easy_core.runtime.episode import EpisodeRunner
 from easy_core.sft_data import teacher_examples
 from easy_core.storage import atomic_write_text, write_json
 from easy_core.suites.sim import SimSuite
-from flows.settings import params_from
+from flows.settings import load_pool_secrets, params_from
 
 
 @flow(name="sft-data", log_prints=True)
 def sft_data_flow(params_path: str | None = None, out_dir: str = "data/sft") -> dict:
     params = params_from(params_path)
     config = params.sft_data
+    load_pool_secrets(params)
     suite = SimSuite(params.sim)
     pool = load_pool(config.pool, params)
     tasks = list(suite.tasks("train", config.n_tasks, config.seed))

@@ -154,13 +154,14 @@ def test_killed_flow_run_reuses_finished_task_results_when_run_again(tmp_path):
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group: the kill takes its Prefect server too
     )
     deadline = time.monotonic() + 180
     while (
         not storage.is_dir() or len(list(storage.iterdir())) < 3
     ) and time.monotonic() < deadline:
         time.sleep(0.02)
-    os.kill(first.pid, signal.SIGKILL)
+    os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     stored = len(list(storage.iterdir()))
     assert 3 <= stored < 10, "the kill should land mid-run"

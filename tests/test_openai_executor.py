@@ -158,3 +158,35 @@ def test_the_api_key_reaches_the_server_and_never_a_log_artifact_or_dataset(tmp_
         assert canary.encode() not in path.read_bytes(), path
     for text in logs:
         assert canary not in text
+
+
+def test_a_key_in_a_prefect_secret_block_reaches_the_server_only(tmp_path, monkeypatch):
+    from prefect.blocks.system import Secret
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.settings import load_secret_blocks
+
+    canary = f"sk-block-canary-{uuid.uuid4().hex}"
+    monkeypatch.delenv("EASY_BLOCK_API_KEY", raising=False)
+    with FakeOpenAI() as server, prefect_test_harness(server_startup_timeout=120):
+        Secret(value=canary).save("easy-test-key", overwrite=True)
+        remote = profile(server.url, "EASY_BLOCK_API_KEY").model_copy(
+            update={"api_key_secret_block": "easy-test-key"}
+        )
+        pool_file = tmp_path / "pool.yaml"
+        pool_file.write_text(
+            yaml.safe_dump(PoolConfig(name="remote", executors=[remote]).model_dump(mode="json"))
+        )
+        assert load_secret_blocks(str(pool_file)) == 1
+        pool = ExecutorPool.from_yaml(pool_file)
+        outcome = run(
+            LocalEngine().execute(
+                make_plan([("a", [])], executor="remote"), pool.session(1.0), TASK
+            ),
+            "wall",
+        )
+    assert outcome.results[0].status == "ok"
+    assert server.requests[0]["headers"]["Authorization"] == f"Bearer {canary}"
+    assert (
+        canary not in pool_file.read_text() and canary not in outcome.results[0].model_dump_json()
+    )
