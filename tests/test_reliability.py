@@ -138,13 +138,40 @@ def test_executor_output_is_data_and_cannot_change_the_plan(pool, params, payloa
     assert plan.model_dump_json() == before
 
 
-def test_rollouts_killed_mid_run_resume_to_identical_bytes(tmp_path):
+def run_killed_and_whole(tmp_path, args: list[str], shards: str, total: int):
+    """Run `easy ARGS --out DIR` once whole, and once SIGKILLed after 3 finished shards then run
+    again; return the two output folders."""
     import os
     import signal
     import subprocess
     import sys
     import time
 
+    from tests.conftest import ROOT
+
+    def start(out):
+        return subprocess.Popen(
+            [sys.executable, "-m", "easy_core.cli", *args, "--out", str(out)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert start(whole).wait(timeout=300) == 0
+    process = start(killed)
+    deadline = time.monotonic() + 120
+    while len(list((killed / shards).glob("*.info.json"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    finished = len(list((killed / shards).glob("*.info.json")))
+    assert 3 <= finished < total, "the kill should land mid-run"
+    assert start(killed).wait(timeout=300) == 0
+    return whole, killed
+
+
+def test_rollouts_killed_mid_run_resume_to_identical_bytes(tmp_path):
     import yaml
 
     from tests.conftest import ROOT
@@ -153,40 +180,9 @@ def test_rollouts_killed_mid_run_resume_to_identical_bytes(tmp_path):
     data["rollouts"].update(shards=8, episodes_per_shard=250)
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(data))
-
-    def generate(out, **kwargs):
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "easy_core.cli",
-                "rollouts",
-                "--out",
-                str(out),
-                "--params",
-                str(params_file),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            **kwargs,
-        )
-
-    whole = tmp_path / "whole"
-    assert generate(whole).wait(timeout=300) == 0
-
-    killed = tmp_path / "killed"
-    process = generate(killed)
-    deadline = time.monotonic() + 120
-    while len(list(killed.glob("*.info.json"))) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    finished_before = len(list(killed.glob("*.info.json")))
-    assert 3 <= finished_before < 8, "the kill should land mid-run"
-    assert not (killed / "manifest.json").exists()
-
-    assert generate(killed).wait(timeout=300) == 0
+    whole, killed = run_killed_and_whole(
+        tmp_path, ["rollouts", "--params", str(params_file)], ".", total=8
+    )
     files = sorted(p.name for p in whole.iterdir())
     assert sorted(p.name for p in killed.iterdir()) == files  # no leftover partial file
     for name in files:
@@ -201,12 +197,6 @@ def test_rollouts_killed_mid_run_resume_to_identical_bytes(tmp_path):
 
 
 def test_evaluation_killed_mid_run_resumes_to_identical_bytes(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     import yaml
 
     from tests.conftest import ROOT, SIM_DEFAULT
@@ -215,46 +205,20 @@ def test_evaluation_killed_mid_run_resumes_to_identical_bytes(tmp_path):
     data["eval"]["shard_size"] = 200
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(data))
-
-    def evaluate(out):
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "easy_core.cli",
-                "eval",
-                "--policy",
-                "greedy",
-                "--pool",
-                str(SIM_DEFAULT),
-                "--n",
-                "2000",
-                "--seed",
-                "4",
-                "--out",
-                str(out),
-                "--params",
-                str(params_file),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    whole = tmp_path / "whole"
-    assert evaluate(whole).wait(timeout=300) == 0
-
-    killed = tmp_path / "killed"
-    process = evaluate(killed)
-    deadline = time.monotonic() + 120
-    while len(list((killed / "shards").glob("*.info.json"))) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    assert 3 <= len(list((killed / "shards").glob("*.info.json"))) < 10
-    assert not (killed / "episodes.jsonl").exists()
-
-    assert evaluate(killed).wait(timeout=300) == 0
+    args = [
+        "eval",
+        "--policy",
+        "greedy",
+        "--pool",
+        str(SIM_DEFAULT),
+        "--n",
+        "2000",
+        "--seed",
+        "4",
+        "--params",
+        str(params_file),
+    ]
+    whole, killed = run_killed_and_whole(tmp_path, args, "shards", total=10)
     for name in ("episodes.jsonl", "metrics.json"):
         assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
     assert sorted(p.name for p in (killed / "shards").iterdir()) == sorted(
