@@ -203,6 +203,9 @@ class PoolSession:
     def executor(self, name: str) -> Executor:
         return self.pool.executors[name]
 
+    def existing_breaker(self, name: str) -> CircuitBreaker | None:
+        return self._breakers.get(name)
+
     def breaker(self, name: str, threshold: int, cooldown_s: float) -> CircuitBreaker:
         breaker = self._breakers.get(name)
         if breaker is None:

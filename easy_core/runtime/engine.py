@@ -161,6 +161,8 @@ class _Flight:
     attempt: int = 0
     tried: list[str] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
+    simulated: bool = False  # the executor answers subtasks (sim): a missing answer is a fault
+    expected_s: float = 0.0  # latency the profile predicts for this call
     spent: float = 0.0
     in_backoff: bool = False
     start: Callable[[], None] | None = None
@@ -317,18 +319,29 @@ class _Schedule:
             self._finish(step.id, skipped_result(step, self.stop_detail, now - self.origin))
             return
         name = step.executor
-        if not self._breaker(name).allows(now):
+        breaker = self.session.existing_breaker(name)
+        if breaker is not None and not breaker.allows(now):
             name = self._fallback(step, [name], name) or name
         request = self._request(step, name)
         session = self.session
         executor = session.executor(name)
-        bound = session.cost_upper_bound(request, executor)
+        bound, expected = self._estimate(request, executor)
         if not self._reserve(step, name, bound):
             self._finish(
                 step.id, skipped_result(step, "cost budget: " + self.stop_detail, now - self.origin)
             )
             return
-        flight = _Flight(step, request, executor, name, bound, session.slots(name), tried=[name])
+        flight = _Flight(
+            step,
+            request,
+            executor,
+            name,
+            bound,
+            session.slots(name),
+            tried=[name],
+            simulated=hasattr(executor, "simulate"),
+            expected_s=expected,
+        )
         self.in_flight[step.id] = flight
         self._start(flight)
 
@@ -384,13 +397,19 @@ class _Schedule:
         flight.start = flight.timer = flight.task = None
         flight.has_slot = False
         flight.slots.release()
-        fault = fault_of(result, answers_subtasks=hasattr(flight.executor, "simulate"))
-        breaker = self._breaker(flight.executor_name)
+        usable = result.status == "ok" and (  # the common case, decided without fault_of
+            len(result.sub_answers) == len(result.covers)
+            if flight.simulated
+            else bool(result.output.strip())
+        )
+        fault = None if usable else fault_of(result, answers_subtasks=flight.simulated)
         if fault is None:
-            breaker.success()
+            breaker = self.session.existing_breaker(flight.executor_name)
+            if breaker is not None:
+                breaker.success()
         else:
             flight.faults.append(fault)
-            breaker.failure(now)
+            self._breaker(flight.executor_name).failure(now)
             if not self.finished and self._retry_later(flight, now):
                 return
         # Plain attribute writes (no validation needed) straight into the model's fields.
@@ -401,7 +420,7 @@ class _Schedule:
             started_s=flight.first_started - self.origin,
             finished_s=now - self.origin,
             attempts=flight.attempt + 1,
-            faults=list(flight.faults),
+            faults=flight.faults,  # the flight ends here: its list can be handed over
         )
         del self.in_flight[step.id]
         self._finish(step.id, result)
@@ -454,7 +473,7 @@ class _Schedule:
             attempt=flight.attempt,
             max_output_tokens=executor.profile.max_output_tokens,
         )
-        bound = self.session.cost_upper_bound(request, executor)
+        bound, expected = self._estimate(request, executor)
         if not self._reserve(step, name, bound):
             del self.in_flight[step.id]
             now = self.clock.time() - self.origin
@@ -474,6 +493,7 @@ class _Schedule:
             return
         flight.request, flight.executor, flight.executor_name = request, executor, name
         flight.bound, flight.slots, flight.started = bound, self.session.slots(name), None
+        flight.simulated, flight.expected_s = hasattr(executor, "simulate"), expected
         self._start(flight)
 
     def _fallback(
@@ -583,14 +603,22 @@ class _Schedule:
         engine = self.engine
         if not engine.step_timeout_factor:
             return engine.step_timeout_s
-        executor, request = flight.executor, flight.request
-        latency = executor.profile.latency
+        return min(engine.step_timeout_s, engine.step_timeout_factor * flight.expected_s)
+
+    @staticmethod
+    def _estimate(request: StepRequest, executor: Executor) -> tuple[float, float]:
+        """The call's worst-case cost (what the ledger reserves) and predicted latency, from
+        one estimate of its input tokens and output cap."""
+        tokens_in = executor.estimate_input_tokens(request)
+        tokens_out = executor.output_token_cap(request)
+        profile = executor.profile
+        latency = profile.latency
         expected = (
             latency.ttft_s
-            + executor.estimate_input_tokens(request) / latency.prefill_tokens_per_s
-            + executor.output_token_cap(request) / latency.tokens_per_s
+            + tokens_in / latency.prefill_tokens_per_s
+            + tokens_out / latency.tokens_per_s
         )
-        return min(engine.step_timeout_s, engine.step_timeout_factor * expected)
+        return profile.cost_usd(tokens_in, tokens_out), expected
 
     async def _cancel_in_flight(self) -> None:
         """Cut off the steps in flight at the deadline: a started step is charged its input
