@@ -32,7 +32,7 @@ from easy_core.runtime.episode import EpisodeRunner
 from easy_core.schemas import EvalMetrics, Task, Trajectory
 from easy_core.stats import mean, wilson_interval
 from easy_core.storage import write_json, write_jsonl
-from easy_core.suites import get_suite
+from easy_core.suites import Suite, get_suite
 
 ProgressCallback = Callable[[int], None]
 
@@ -118,13 +118,17 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def evaluate(
-    spec: EvalSpec, params: Params, on_episode: ProgressCallback | None = None
-) -> tuple[EvalMetrics, list[Trajectory]]:
+def _setup(spec: EvalSpec, params: Params) -> tuple[Suite, ExecutorPool, EpisodeRunner]:
     suite = get_suite(spec.suite, params)
     pool = load_pool(spec.pool, params)
     get_policy(spec.policy)  # fail on an unknown name before any work
-    runner = EpisodeRunner(pool, params, suite.check, sequential=spec.sequential)
+    return suite, pool, EpisodeRunner(pool, params, suite.check, sequential=spec.sequential)
+
+
+def evaluate(
+    spec: EvalSpec, params: Params, on_episode: ProgressCallback | None = None
+) -> tuple[EvalMetrics, list[Trajectory]]:
+    suite, pool, runner = _setup(spec, params)
     tasks = suite.tasks(spec.split, spec.n, spec.seed)
     trajectories = run_episodes(tasks, runner, spec.policy, spec.seed, spec.mode, on_episode)
     return summarize(trajectories, spec, pool.name), trajectories
@@ -142,10 +146,7 @@ def evaluate_resumable(
     shards_dir = Path(out_dir) / "shards"
     if shards_dir.is_dir():
         remove_partial_files(shards_dir)
-    suite = get_suite(spec.suite, params)
-    pool = load_pool(spec.pool, params)
-    get_policy(spec.policy)
-    runner = EpisodeRunner(pool, params, suite.check, sequential=spec.sequential)
+    suite, pool, runner = _setup(spec, params)
     settings = config_hash(
         {
             "spec": {**asdict(spec), "pool": pool.config},

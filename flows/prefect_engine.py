@@ -29,6 +29,7 @@ from easy_core.runtime.engine import (
     StopReason,
     blocked_reason,
     build_request,
+    estimate_call,
     executor_error_result,
     skipped_result,
     timed_out_result,
@@ -92,7 +93,7 @@ def _run_step(step: Step, shared: _Shared) -> StepResult:
     request = build_request(
         step, inputs, shared.task, shared.seed, executor.profile.max_output_tokens
     )
-    bound = session.cost_upper_bound(request, executor)
+    bound, _ = estimate_call(request, executor)
     with shared.lock:
         reserved = session.ledger.try_reserve(bound)
         remaining = session.ledger.remaining_usd

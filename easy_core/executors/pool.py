@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from easy_core.config import load_yaml_model
 from easy_core.errors import ConfigError
-from easy_core.executors.base import Executor, StepRequest
+from easy_core.executors.base import Executor
 from easy_core.executors.faults import FaultInjectingExecutor
 from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.python_tool import PythonToolExecutor
@@ -132,12 +132,6 @@ class CostLedger:
         self.entries.append(LedgerEntry(step_id, executor, charged))
         return charged
 
-    def by_executor(self) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        for entry in self.entries:
-            totals[entry.executor] = totals.get(entry.executor, 0.0) + entry.cost_usd
-        return totals
-
 
 class ExecutorSlots:
     """FIFO concurrency slots of one executor. `acquire(start)` calls `start` now if a slot is
@@ -214,9 +208,3 @@ class PoolSession:
 
     def slots(self, name: str) -> ExecutorSlots:
         return self._slots[name]
-
-    def cost_upper_bound(self, request: StepRequest, executor: Executor) -> float:
-        profile = executor.profile
-        return profile.cost_usd(
-            executor.estimate_input_tokens(request), executor.output_token_cap(request)
-        )

@@ -92,6 +92,21 @@ def build_request(
     )
 
 
+def estimate_call(request: StepRequest, executor: Executor) -> tuple[float, float]:
+    """A call's worst-case cost (what the ledger reserves) and predicted latency, from one
+    estimate of its input tokens and output cap."""
+    tokens_in = executor.estimate_input_tokens(request)
+    tokens_out = executor.output_token_cap(request)
+    profile = executor.profile
+    latency = profile.latency
+    expected = (
+        latency.ttft_s
+        + tokens_in / latency.prefill_tokens_per_s
+        + tokens_out / latency.tokens_per_s
+    )
+    return profile.cost_usd(tokens_in, tokens_out), expected
+
+
 def executor_error_result(step: Step, request: StepRequest, exc: Exception) -> StepResult:
     """An executor raised: the call failed (the episode goes on)."""
     result = _failed(step, f"executor error: {type(exc).__name__}: {exc}", request.covers)
@@ -325,7 +340,7 @@ class _Schedule:
         request = self._request(step, name)
         session = self.session
         executor = session.executor(name)
-        bound, expected = self._estimate(request, executor)
+        bound, expected = estimate_call(request, executor)
         if not self._reserve(step, name, bound):
             self._finish(
                 step.id, skipped_result(step, "cost budget: " + self.stop_detail, now - self.origin)
@@ -473,7 +488,7 @@ class _Schedule:
             attempt=flight.attempt,
             max_output_tokens=executor.profile.max_output_tokens,
         )
-        bound, expected = self._estimate(request, executor)
+        bound, expected = estimate_call(request, executor)
         if not self._reserve(step, name, bound):
             del self.in_flight[step.id]
             now = self.clock.time() - self.origin
@@ -604,21 +619,6 @@ class _Schedule:
         if not engine.step_timeout_factor:
             return engine.step_timeout_s
         return min(engine.step_timeout_s, engine.step_timeout_factor * flight.expected_s)
-
-    @staticmethod
-    def _estimate(request: StepRequest, executor: Executor) -> tuple[float, float]:
-        """The call's worst-case cost (what the ledger reserves) and predicted latency, from
-        one estimate of its input tokens and output cap."""
-        tokens_in = executor.estimate_input_tokens(request)
-        tokens_out = executor.output_token_cap(request)
-        profile = executor.profile
-        latency = profile.latency
-        expected = (
-            latency.ttft_s
-            + tokens_in / latency.prefill_tokens_per_s
-            + tokens_out / latency.tokens_per_s
-        )
-        return profile.cost_usd(tokens_in, tokens_out), expected
 
     async def _cancel_in_flight(self) -> None:
         """Cut off the steps in flight at the deadline: a started step is charged its input
