@@ -214,3 +214,35 @@ def baseline_table(
             spec = EvalSpec("sim", policy, pool_path, n, seed, "test", sequential)
             rows.append(evaluate(spec, params)[0])
     return rows
+
+
+def dispatch_overhead(
+    params: Params, pool_path: str, steps: int = 50, dags: int = 5, repeats: int = 40
+) -> dict[str, float]:
+    """Time for the `graph` dispatcher to assign every step of a `steps`-step DAG: one forward
+    pass over the DAG plus the budgeted choice (median over repeats, per DAG; ms)."""
+    from easy_core.executors.pool import CostLedger
+    from easy_core.policies.base import EpisodeState
+    from easy_core.policies.graph import GraphPolicy, load_dispatcher
+
+    load_dispatcher(params.policies.graph_model)  # load once, outside the timing
+    pool = load_pool(pool_path, params)
+    skills = sorted({s for p in pool.profiles for s in p.capability})
+    rng = random.Random(0)
+    policy = GraphPolicy()
+    medians = []
+    for _ in range(dags):
+        task = random_dag_task(steps, 6, rng)
+        for i, sub in enumerate(task.subtasks):
+            sub.skill = skills[i % len(skills)]
+        task.budget_usd, task.budget_s = 1.0, 1e4
+        timings = []
+        for _ in range(repeats):
+            state = EpisodeState(task, pool, params, 0, CostLedger(task.budget_usd))
+            start = time.perf_counter()
+            choose = policy.chooser(state)
+            for sub in task.subtasks:
+                choose(sub)
+            timings.append((time.perf_counter() - start) * 1e3)
+        medians.append(statistics.median(timings))
+    return {"steps": steps, "median_ms": statistics.median(medians), "max_ms": max(medians)}

@@ -203,6 +203,56 @@ def rollouts_command(
     out.print(f"{episodes} episodes in {len(manifest.shards)} shards in {out_dir}")
 
 
+@app.command("traces")
+@user_errors
+def traces_command(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    policies: Annotated[str, typer.Option(help="comma-separated policies to trace")] = (
+        "random,greedy"
+    ),
+    n: Annotated[int, typer.Option(min=1, help="tasks per policy")] = 2000,
+    split: Annotated[str, typer.Option(help="train or test")] = "train",
+    seed: Annotated[int, typer.Option()] = 0,
+    out_file: Annotated[Path, typer.Option("--out", help="parquet file")] = Path(
+        "data/traces/traces.parquet"
+    ),
+    params_path: ParamsOption = None,
+) -> None:
+    """Execution traces (one row per step and subtask: executor, tokens, latency, cost, outcome,
+    DAG position, decision features) of policies on sim tasks, as parquet."""
+    from easy_core.traces import collect_traces, write_traces
+
+    names = [name.strip() for name in policies.split(",") if name.strip()]
+    rows = collect_traces(resolve_params(params_path), pool, names, n, seed, split)
+    write_traces(out_file, rows)
+    out.print(f"{len(rows)} trace rows in {out_file}")
+
+
+@app.command("train-policy")
+@user_errors
+def train_policy_command(
+    which: Annotated[str, typer.Argument(help="progress, graph or all")] = "all",
+    traces_file: Annotated[Path, typer.Option("--traces", help="parquet traces")] = Path(
+        "data/traces/traces.parquet"
+    ),
+    reuse_traces: Annotated[
+        bool, typer.Option(help="train on --traces if it exists instead of collecting anew")
+    ] = False,
+    params_path: ParamsOption = None,
+) -> None:
+    """Collect traces (params.policy_training) and fit the learned policies; the models go where
+    params.policies says (progress_model, graph_model)."""
+    from easy_core.policy_training import LEARNED_POLICIES, train_policies
+
+    chosen = LEARNED_POLICIES if which == "all" else (which,)
+    if any(name not in LEARNED_POLICIES for name in chosen):
+        raise EasyError(f"unknown learned policy {which!r}; choose progress, graph or all")
+    params = resolve_params(params_path)
+    with out.status("collecting traces and training"):
+        report = train_policies(params, chosen, traces_file, reuse_traces=reuse_traces)
+    print(json.dumps(report, indent=2))
+
+
 @plan_app.command("validate")
 @user_errors
 def plan_validate(
@@ -276,6 +326,62 @@ def bench_baselines(
         out.print(metrics_table(rows, f"baselines on {n} held-out sim tasks ({pool})"))
     if out_file is not None:
         atomic_write_text(out_file, json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+
+
+@bench_app.command("dispatch")
+@user_errors
+def bench_dispatch(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    steps: Annotated[int, typer.Option(min=2)] = 50,
+    params_path: ParamsOption = None,
+) -> None:
+    """Per-DAG dispatch time of the `graph` dispatcher (one forward pass + the choice)."""
+    from easy_core.bench import dispatch_overhead
+
+    print(json.dumps(dispatch_overhead(resolve_params(params_path), str(pool), steps), indent=2))
+
+
+@bench_app.command("speculative")
+@user_errors
+def bench_speculative(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    n: Annotated[int, typer.Option(min=1)] = 500,
+    seed: Annotated[int, typer.Option()] = 0,
+    workers: Annotated[int, typer.Option(min=1, help="worker limit")] = 8,
+    slow_rate: Annotated[float, typer.Option(min=0, max=1, help="share of slow calls")] = 0.1,
+    params_path: ParamsOption = None,
+) -> None:
+    """Speculative re-execution of stragglers against eager dispatch: P95 makespan and cost."""
+    from easy_core.runtime.speculative import speculative_benchmark, speculative_markdown
+
+    rows = speculative_benchmark(
+        resolve_params(params_path),
+        str(pool),
+        n=n,
+        seed=seed,
+        worker_limit=workers,
+        slow_rate=slow_rate,
+    )
+    print(speculative_markdown(rows), end="")
+
+
+@bench_app.command("prefix")
+@user_errors
+def bench_prefix(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    seed: Annotated[int, typer.Option()] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """FIFO against prefix-aware ordering of concurrent workflows: cache hits, tokens, time."""
+    from easy_core.evaluation import load_pool
+    from easy_core.runtime.prefix import prefix_benchmark, prefix_markdown
+    from easy_core.suites.sim import SimSuite
+
+    params = resolve_params(params_path)
+    loaded = load_pool(pool, params)
+    tasks = list(SimSuite(params.sim).tasks("test", params.prefix.workflows, seed))
+    rows = [prefix_benchmark(params, loaded, tasks, params.prefix, o) for o in ("fifo", "prefix")]
+    print(prefix_markdown(rows), end="")
 
 
 def main() -> None:

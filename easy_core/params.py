@@ -75,8 +75,42 @@ class RewardParams(_Section):
     )
 
 
+SIM_POOLS = ["configs/pools/sim-default.yaml", "configs/pools/sim-unseen.yaml"]
+SIM_POOLS_DEFAULT = SIM_POOLS[0]
+
+
 class PolicyParams(_Section):
     greedy_threshold: float = Field(0.75, ge=0, le=1)
+    progress_model: str = Field(
+        "models/progress.npz", description="the `progress` policy's predictor (`easy train-policy`)"
+    )
+    graph_model: str = Field(
+        "models/graph.pt", description="the `graph` dispatcher's network (`easy train-policy`)"
+    )
+    cost_weight: float = Field(
+        2.0,
+        ge=0,
+        description="learned policies: log task success traded for spending the whole cost "
+        "budget (higher: cheaper plans)",
+    )
+    time_weight: float = Field(
+        0.5, ge=0, description="the same for time: log success per whole time budget"
+    )
+
+
+class PolicyTrainingParams(_Section):
+    """Traces and offline training of the learned policies (`progress`, `graph`)."""
+
+    pool: str = SIM_POOLS_DEFAULT
+    trace_policies: list[str] = Field(default_factory=lambda: ["random", "greedy"])
+    n_tasks: int = Field(2000, ge=10)
+    seed: int = 0
+    hidden: int = Field(32, ge=4)
+    epochs: int = Field(60, ge=1)
+    learning_rate: float = Field(0.01, gt=0)
+    knn_k: int = Field(25, ge=1)
+    knn_reference_rows: int = Field(5000, ge=100)
+    holdout: float = Field(0.2, gt=0, lt=1, description="share of tasks that fit the gate")
 
 
 class EvalParams(_Section):
@@ -89,7 +123,6 @@ class EvalParams(_Section):
     shard_size: int = Field(250, ge=1, description="episodes per resumable shard of `--out`")
 
 
-SIM_POOLS = ["configs/pools/sim-default.yaml", "configs/pools/sim-unseen.yaml"]
 BASELINE_POLICIES = ["strongest", "cheapest", "random", "greedy", "oracle"]
 
 
@@ -143,6 +176,18 @@ class InferenceParams(_Section):
     policy: str = "greedy"
 
 
+class PrefixParams(_Section):
+    """The prefix-aware ordering benchmark (`easy bench prefix`)."""
+
+    system_tokens: int = Field(600, ge=0, description="system prompt and executor card tokens")
+    cache_tokens: int = Field(4000, ge=0, description="prefix cache size of one server")
+    cached_speedup: float = Field(20.0, ge=1, description="prefill speed-up on cached tokens")
+    cached_price: float = Field(0.1, ge=0, le=1, description="price of cached input tokens")
+    max_bypass: int = Field(8, ge=0, description="times a step may be passed over")
+    workflows: int = Field(200, ge=1)
+    concurrent: int = Field(24, ge=1, description="workflows in flight at once")
+
+
 class Params(_Section):
     limits: LimitParams = LimitParams()
     runtime: RuntimeParams = RuntimeParams()
@@ -151,6 +196,8 @@ class Params(_Section):
     sim: SimParams = SimParams()
     reward: RewardParams = RewardParams()
     policies: PolicyParams = PolicyParams()
+    policy_training: PolicyTrainingParams = PolicyTrainingParams()
+    prefix: PrefixParams = PrefixParams()
     eval: EvalParams = EvalParams()
     pipeline: PipelineParams = PipelineParams()
     profile: ProfileParams = ProfileParams()

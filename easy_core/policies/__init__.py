@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from easy_core.errors import ConfigError
 from easy_core.policies.base import EpisodeState, Policy
 from easy_core.policies.baselines import BASELINES
 
-POLICIES = dict(BASELINES)
+
+def _progress() -> Policy:
+    from easy_core.policies.progress import ProgressPolicy
+
+    return ProgressPolicy()
+
+
+def _graph() -> Policy:  # imports torch: only when asked for
+    from easy_core.policies.graph import GraphPolicy
+
+    return GraphPolicy()
+
+
+POLICIES: dict[str, Callable[[], Policy]] = {**BASELINES, "progress": _progress, "graph": _graph}
+LEARNED = ("progress", "graph")
 
 
 def get_policy(name: str) -> Policy:
@@ -16,4 +32,4 @@ def get_policy(name: str) -> Policy:
     return factory()
 
 
-__all__ = ["POLICIES", "EpisodeState", "Policy", "get_policy"]
+__all__ = ["LEARNED", "POLICIES", "EpisodeState", "Policy", "get_policy"]
