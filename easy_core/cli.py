@@ -384,6 +384,22 @@ def bench_prefix(
     print(prefix_markdown(rows), end="")
 
 
+@bench_app.command("release")
+@user_errors
+def bench_release(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    workflows: Annotated[int, typer.Option(min=10, help="workflows (Poisson arrivals)")] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """Eager release against the tail-risk (mean-CVaR) release scheduler at light and heavy
+    load: P50 and P95 workflow flow time."""
+    from easy_core.runtime.release import release_benchmark, release_markdown
+
+    rows = release_benchmark(resolve_params(params_path), pool, n_workflows=workflows, seed=seed)
+    print(release_markdown(rows), end="")
+
+
 def main() -> None:
     try:
         app()

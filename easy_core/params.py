@@ -188,6 +188,65 @@ class PrefixParams(_Section):
     concurrent: int = Field(24, ge=1, description="workflows in flight at once")
 
 
+class ReleaseParams(_Section):
+    """Knobs of the release simulation and of the `tail_risk` scheduler."""
+
+    # the objective: (1 - alpha_w) E[flow time] + alpha_w CVaR_beta[flow time]
+    alpha_w: float = Field(
+        0.5, ge=0, le=1, description="weight of CVaR against the mean in the objective"
+    )
+    beta: float = Field(
+        0.7,
+        gt=0,
+        lt=1,
+        description="CVaR level: the worst 1-beta tail. To pull in the P95, act on workflows "
+        "heading for a wider tail (0.7 beat 0.8 and 0.9 on P95 at load 0.9)",
+    )
+    kappa: float = Field(1.0, ge=0, description="scale of the CVaR term in the release index")
+    contender_beta: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="in a burst, the share of contenders below the tail threshold; None: beta. "
+        "Lower favours P95 over P99 (a few workflows wait longest so more finish sooner)",
+    )
+    tail_memory: int = Field(
+        500, ge=1, description="finished workflows whose flow times give the tail threshold"
+    )
+    threshold_every: int = Field(
+        10, ge=1, description="recompute the tail threshold every this many finished workflows"
+    )
+    # online estimates of step work and waiting
+    prior_weight: float = Field(
+        5.0, gt=0, description="pseudo-observations behind the latency-model prior of step work"
+    )
+    prior_cv: float = Field(0.5, ge=0, description="prior coefficient of variation of step work")
+    size_aware: bool = Field(
+        True, description="scale work estimates by each step's stated token sizes"
+    )
+    wait_rate: float = Field(
+        0.02, gt=0, le=1, description="weight of each new observation in the mean wait"
+    )
+    # the in-flight window
+    window_init: float | None = Field(
+        None, ge=0, description="initial in-flight window per executor; None: Little's law"
+    )
+    window_gain: float = Field(
+        0.25, ge=0, description="window decrease when released work waits behind a start"
+    )
+    window_max: float = Field(64.0, ge=0)
+    # the simulated system
+    dispatch_s: float = Field(
+        0.1, ge=0, description="time from a release until the step reaches its executor"
+    )
+    capacity_scale: float = Field(
+        0.5, gt=0, description="servers per executor relative to its max_concurrency"
+    )
+
+
+# --------------------------------------------------------------------------- workflows
+
+
 class Params(_Section):
     limits: LimitParams = LimitParams()
     runtime: RuntimeParams = RuntimeParams()
@@ -198,6 +257,7 @@ class Params(_Section):
     policies: PolicyParams = PolicyParams()
     policy_training: PolicyTrainingParams = PolicyTrainingParams()
     prefix: PrefixParams = PrefixParams()
+    release: ReleaseParams = ReleaseParams()
     eval: EvalParams = EvalParams()
     pipeline: PipelineParams = PipelineParams()
     profile: ProfileParams = ProfileParams()

@@ -115,6 +115,11 @@ class ExecutorProfile(Record):
         default=0.8, description="probability that the executor's own check of its result is right"
     )
     verbosity: float = Field(gt=0, default=1.0, description="output tokens relative to needed")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="openai backend: server-specific request fields, e.g. {cache_prompt: true} "
+        "for llama.cpp's prefix cache",
+    )
     faults: FaultRates | None = Field(
         default=None, description="inject faults into this executor's calls (fault testing)"
     )

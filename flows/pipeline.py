@@ -1,4 +1,5 @@
-"""The whole pipeline as one flow: profile -> sft data -> rollouts -> rewards -> evaluate.
+"""The whole pipeline as one flow: profile -> sft data -> rollouts -> rewards -> learned
+policies -> evaluate.
 (`dvc repro` runs the same stages one by one, each only when its inputs changed.)"""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.evaluate import evaluate_flow
+from flows.policies import policies_flow
 from flows.profile import profile_flow
 from flows.rewards import rewards_flow
 from flows.rollouts import rollouts_flow
@@ -18,6 +20,7 @@ def pipeline_flow(params_path: str | None = None) -> dict:
     sft = sft_data_flow(params_path)
     manifest = rollouts_flow(params_path)
     rewards = rewards_flow()
+    policies_flow(params_path)
     metrics = evaluate_flow(params_path)
     return {
         "sft_examples": sft["examples"],

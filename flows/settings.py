@@ -36,7 +36,7 @@ def params_from(path: str | None) -> Params:
 
     for section in (params.profile, params.evaluate, params.nightly):
         section.pools = [where(pool) for pool in section.pools]
-    for section in (params.sft_data, params.rollouts, params.inference):
+    for section in (params.sft_data, params.rollouts, params.inference, params.policy_training):
         section.pool = where(section.pool)
     return params
 

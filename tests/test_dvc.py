@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 from tests.test_flows import SMALL
 
 BIN = Path(sys.executable).parent
-STAGES = ["profile", "sft_data", "rollouts", "rewards", "evaluate"]
+STAGES = ["profile", "sft_data", "rollouts", "rewards", "policies", "evaluate"]
 
 
 def tracked_files() -> list[str]:
@@ -71,3 +71,7 @@ def test_dvc_repro_runs_once_then_only_what_changed(tmp_path):
     params["evaluate"]["n"] = 12
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     assert repro(repo, env) == ["evaluate"]
+
+    params["policy_training"]["epochs"] += 1  # a training param: training and what follows
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))
+    assert repro(repo, env) == ["policies", "evaluate"]

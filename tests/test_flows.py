@@ -14,7 +14,8 @@ SMALL = {
     "profile": {"n_tasks": 10},
     "sft_data": {"n_tasks": 20},
     "rollouts": {"shards": 2, "episodes_per_shard": 10},
-    "evaluate": {"n": 10, "policies": ["greedy", "oracle"]},
+    "policy_training": {"n_tasks": 60, "epochs": 4, "knn_reference_rows": 200},
+    "evaluate": {"n": 10, "policies": ["greedy", "graph", "oracle"]},
     "nightly": {"n": 10, "policies": ["greedy"]},
 }
 
@@ -54,7 +55,7 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
 
     monkeypatch.chdir(tmp_path)
     summary = pipeline_flow(small_params)
-    assert summary["rollout_episodes"] == 20 and summary["evaluations"] == 4
+    assert summary["rollout_episodes"] == 20 and summary["evaluations"] == 6
     assert summary["sft_examples"] > 0
     for path in (
         "results/profiles/sim-default.yaml",
@@ -65,12 +66,16 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
         "results/metrics.json",
         "results/eval.md",
         "results/pareto.png",
+        "data/traces/traces.parquet",
+        "models/progress.npz",
+        "models/graph.pt",
+        "results/policies.json",
     ):
         assert (tmp_path / path).is_file(), path
     assert (tmp_path / "results/pareto.png").read_bytes()[:4] == b"\x89PNG"
     metrics = json.loads((tmp_path / "results/metrics.json").read_text())
     assert set(metrics) == {
-        f"{p}/{q}" for p in ("sim-default", "sim-unseen") for q in ("greedy", "oracle")
+        f"{p}/{q}" for p in ("sim-default", "sim-unseen") for q in ("greedy", "graph", "oracle")
     }
     example = json.loads((tmp_path / "data/sft/train.jsonl").read_text().splitlines()[0])
     assert [m["role"] for m in example["messages"]] == ["system", "user", "assistant"]
@@ -79,6 +84,7 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
         "evaluation-pareto",
         "executor-profiles",
         "reward-summary",
+        "policy-training",
     } <= artifact_keys()
 
 

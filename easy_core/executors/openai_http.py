@@ -19,6 +19,14 @@ from easy_core.schemas import ExecutorProfile, StepResult
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
+def shared_prefix(request: StepRequest) -> str:
+    """What every step of one task starts with: the role and the task."""
+    return (
+        "You are one executor in a plan that solves the task below. Do only the step you are "
+        f"given, and answer with its result.\n\nTask:\n{request.task.prompt}"
+    )
+
+
 def render_step(request: StepRequest) -> str:
     """The step's instruction, then its dependencies' results as a delimited data section."""
     if not request.inputs:
@@ -51,8 +59,14 @@ class OpenAIExecutor:
 
     async def run(self, request: StepRequest) -> StepResult:
         body = {
+            **self.profile.extra_body,
             "model": self.profile.model,
-            "messages": [{"role": "user", "content": render_step(request)}],
+            "messages": [
+                # The same first message for every step of a task: the prefix a server's
+                # prefix cache (vLLM --enable-prefix-caching, llama.cpp cache_prompt) reuses.
+                {"role": "system", "content": shared_prefix(request)},
+                {"role": "user", "content": render_step(request)},
+            ],
             "max_tokens": self.output_token_cap(request),
             "temperature": 0.0,
         }
@@ -74,7 +88,9 @@ class OpenAIExecutor:
             usage = payload.get("usage") or {}
         except (ValueError, KeyError, IndexError, TypeError):
             return self._failed(request, f"malformed response from {self.url}")
-        tokens_in = int(usage.get("prompt_tokens") or approx_tokens(body["messages"][0]["content"]))
+        tokens_in = int(
+            usage.get("prompt_tokens") or sum(approx_tokens(m["content"]) for m in body["messages"])
+        )
         tokens_out = int(usage.get("completion_tokens") or approx_tokens(text))
         return StepResult(
             step_id=request.step_id,
@@ -99,7 +115,8 @@ class OpenAIExecutor:
 
     def estimate_input_tokens(self, request: StepRequest) -> int:
         # chars/4 undercounts some text; pad so the ledger's reservation stays an upper bound
-        return int(approx_tokens(render_step(request)) * 1.5) + 16
+        text = shared_prefix(request) + render_step(request)
+        return int(approx_tokens(text) * 1.5) + 32
 
     def output_token_cap(self, request: StepRequest) -> int:
         return request.max_output_tokens

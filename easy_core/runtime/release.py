@@ -1,0 +1,788 @@
+"""Release scheduling for many concurrent workflows that share limited executor capacity.
+
+A per-workflow engine releases a step the moment its dependencies finish (`eager`): every ready
+step joins its executor's FIFO queue. When many workflows arrive at once (Poisson arrivals) that
+is step-level FIFO, and a workflow with a long chain pays the queue once per step, so the slowest
+workflows become much slower than the median. This module is a discrete-event simulation of that
+shared setting, and a `tail_risk` scheduler that decides
+
+- which ready step to release next: the one whose workflow is most at risk in the tail, by a
+  mean-CVaR objective on its remaining time, estimated online from observed step times; and
+- how much released work to keep in flight per executor: an admission window tuned online from
+  the idle time and the queueing time it causes.
+
+The model (all in simulated seconds, deterministic for a seed, no sleeping):
+
+- a workflow is one `sim` task; its steps are its subtasks along the task DAG, each on the
+  executor the `greedy` baseline picks (the cheapest whose expected success clears
+  `params.policies.greedy_threshold`); a step's service time is the latency the sim world gives
+  it (a pure function of the seed, the task, the step and the executor, so every scheduler sees
+  the same work);
+- an executor has `round(max_concurrency * capacity_scale)` servers and a FIFO queue;
+- a released step reaches its executor's queue `dispatch_s` later (request build and transport);
+  this is why keeping some released work in flight pays: with nothing in flight a freed server
+  sits idle for `dispatch_s`;
+- workflows arrive as a Poisson process; `load` is the utilisation of the busiest executor
+  (arrival rate times that executor's mean work per workflow over its servers), so that a load
+  below 1 is stable for every executor.
+
+`release_benchmark` compares P50 and P95 workflow flow time (finish minus arrival) of both
+schedulers at light and heavy load; `release_markdown` renders its rows.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import NormalDist
+
+from easy_core.capability import shifted_success
+from easy_core.errors import ConfigError
+from easy_core.executors.base import StepRequest
+from easy_core.executors.pool import BackendContext, ExecutorPool
+from easy_core.executors.simulated import SimWorld
+from easy_core.params import Params, ReleaseParams
+from easy_core.policies.baselines import Option, cheapest_capable
+from easy_core.schemas import ExecutorProfile, StepResult, Task
+from easy_core.suites.sim import SimSuite
+
+_NORMAL = NormalDist()
+# Mean subtask sizes of the sim generator (input 80-600, output 40-300 tokens, one dependency's
+# output in context on average): the size at which a profile's latency model gives the prior.
+TYPICAL_INPUT_TOKENS = 340 + 170
+TYPICAL_OUTPUT_TOKENS = 170
+
+
+@dataclass(frozen=True, slots=True)
+class StepSpec:
+    """One step of a workflow: a subtask on its executor, with its true service time (which
+    schedulers never read; they see it only once the step has finished)."""
+
+    sub_id: str
+    skill: str
+    executor: str
+    service_s: float
+    deps: tuple[int, ...]  # indexes into the workflow's steps
+    succs: tuple[int, ...]
+    tokens_in: int = TYPICAL_INPUT_TOKENS  # sizes the task text states, which schedulers may use
+    tokens_out: int = TYPICAL_OUTPUT_TOKENS
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSpec:
+    task_id: str
+    family: str
+    steps: tuple[StepSpec, ...]  # topological order; the last one is the sink
+
+
+def _assign_executor(
+    task: Task, sub_index: int, profiles: list[ExecutorProfile], params: Params
+) -> str:
+    """The `greedy` baseline's choice: the cheapest executor whose expected success clears the
+    threshold (the same options `baselines.Estimates` builds)."""
+    sub = task.subtasks[sub_index]
+    slope = params.capability.difficulty_slope
+    tokens_in = sub.input_tokens + sum(task.subtask(d).output_tokens for d in sub.depends_on)
+    options = []
+    for p in profiles:
+        base = p.capability.get(sub.skill)
+        tokens_out = round(sub.output_tokens * p.verbosity)
+        options.append(
+            Option(
+                (tokens_in * p.price_in_per_1m + tokens_out * p.price_out_per_1m) / 1e6,
+                p.name,
+                shifted_success(base.success if base else 0.0, sub.difficulty, slope),
+                p.price_out_per_1m,
+            )
+        )
+    options.sort()
+    return cheapest_capable(options, params.policies.greedy_threshold).executor
+
+
+def load_sim_pool(params: Params, pool_path: str | Path) -> ExecutorPool:
+    pool = ExecutorPool.from_yaml(
+        pool_path, BackendContext(world=SimWorld(params.sim, params.capability))
+    )
+    others = [p.name for p in pool.profiles if p.backend != "sim"]
+    if others:
+        raise ConfigError(
+            f"pool {pool.name!r}: the release simulation needs sim executors only; "
+            f"not sim: {', '.join(others)}"
+        )
+    return pool
+
+
+def build_workflows(params: Params, pool: ExecutorPool, n: int, seed: int) -> list[WorkflowSpec]:
+    """`n` test-split sim tasks as workflows, with every step's service time from the world."""
+    world = SimWorld(params.sim, params.capability)
+    profiles = pool.profiles
+    by_name = {p.name: p for p in profiles}
+    workflows = []
+    for task in SimSuite(params.sim).tasks("test", n, seed):
+        position = {sub.id: i for i, sub in enumerate(task.subtasks)}
+        succs: list[list[int]] = [[] for _ in task.subtasks]
+        for i, sub in enumerate(task.subtasks):
+            for dep in sub.depends_on:
+                succs[position[dep]].append(i)
+        results: list[StepResult] = []
+        steps = []
+        for i, sub in enumerate(task.subtasks):
+            executor = _assign_executor(task, i, profiles, params)
+            deps = tuple(position[d] for d in sub.depends_on)
+            request = StepRequest(
+                step_id=f"{task.id}-{sub.id}",
+                instruction=f"Solve {sub.id} ({sub.skill}, difficulty {sub.difficulty}/5).",
+                task=task,
+                covers=(sub.id,),
+                inputs=tuple(results[d] for d in deps),
+                seed=seed,
+            )
+            result = world.simulate(by_name[executor], request)
+            results.append(result)
+            # A failed call (context overflow) still occupies a server; never zero time.
+            service = max(result.latency_s, 1e-3)
+            tokens_in = sub.input_tokens + sum(
+                task.subtask(d).output_tokens for d in sub.depends_on
+            )
+            steps.append(
+                StepSpec(
+                    sub.id,
+                    sub.skill,
+                    executor,
+                    service,
+                    deps,
+                    tuple(succs[i]),
+                    tokens_in,
+                    sub.output_tokens,
+                )
+            )
+        workflows.append(WorkflowSpec(task.id, task.family, tuple(steps)))
+    return workflows
+
+
+def servers_per_executor(pool: ExecutorPool, capacity_scale: float) -> dict[str, int]:
+    return {p.name: max(1, round(p.max_concurrency * capacity_scale)) for p in pool.profiles}
+
+
+def arrival_rate(workflows: Sequence[WorkflowSpec], servers: dict[str, int], load: float) -> float:
+    """The Poisson rate at which the busiest executor runs at utilisation `load`."""
+    work = dict.fromkeys(servers, 0.0)
+    for wf in workflows:
+        for step in wf.steps:
+            work[step.executor] += step.service_s
+    n = len(workflows)
+    worst = max(work[name] / n / servers[name] for name in servers)
+    return load / worst
+
+
+def arrival_times(rate: float, n: int, seed: int) -> list[float]:
+    """Poisson arrivals; the same unit draws at every rate (common random numbers)."""
+    rng = random.Random(f"release-arrivals|{seed}")
+    t, times = 0.0, []
+    for _ in range(n):
+        t += rng.expovariate(1.0) / rate
+        times.append(t)
+    return times
+
+
+# --------------------------------------------------------------------------- simulation state
+
+
+@dataclass(slots=True, eq=False)
+class Step:
+    """A step in one simulation run, with the times it went through."""
+
+    workflow: int
+    index: int
+    spec: StepSpec
+    waiting_deps: int
+    ready_s: float = math.nan
+    released_s: float = math.nan
+    arrived_s: float = math.nan  # reached the executor's queue
+    started_s: float = math.nan
+    finished_s: float = math.nan
+
+    @property
+    def executor(self) -> str:
+        return self.spec.executor
+
+
+@dataclass(slots=True, eq=False)
+class Workflow:
+    index: int
+    spec: WorkflowSpec
+    arrival_s: float
+    steps: list[Step]
+    done: int = 0
+    finish_s: float = math.nan
+
+
+@dataclass(slots=True, eq=False)
+class ExecutorState:
+    name: str
+    servers: int
+    busy: int = 0
+    in_transit: int = 0
+    queue: deque[Step] = field(default_factory=deque)
+    busy_s: float = 0.0
+    max_busy: int = 0
+    idle_marks: deque[float] = field(default_factory=deque)  # servers idle while work was held
+
+    @property
+    def outstanding(self) -> int:
+        """Released work not finished: running, queued, or on its way."""
+        return self.busy + len(self.queue) + self.in_transit
+
+
+# --------------------------------------------------------------------------- schedulers
+
+
+class ReleaseScheduler(ABC):
+    """Holds ready steps and decides which to release to an executor, and when."""
+
+    name = "base"
+
+    @abstractmethod
+    def ready(self, step: Step, workflow: Workflow, now: float) -> None:
+        """A step's dependencies have finished: it joins the held pool."""
+
+    @abstractmethod
+    def choose(self, executor: ExecutorState, now: float) -> Step | None:
+        """The step to release to `executor` now, or None to hold back."""
+
+    @abstractmethod
+    def held(self, executor: str) -> int:
+        """Ready steps for `executor` not released yet."""
+
+    def started(
+        self, step: Step, executor: ExecutorState, waited_s: float, starved_s: float
+    ) -> None:
+        """A released step started: it waited `waited_s` in the executor's queue, and the
+        server that took it had sat idle `starved_s` while the scheduler held work back."""
+        return None  # hooks do nothing unless a scheduler learns from them
+
+    def finished(self, step: Step, executor: ExecutorState, now: float) -> None:
+        """A step finished after `step.spec.service_s` of service."""
+        return None
+
+    def workflow_finished(self, workflow: Workflow, now: float) -> None:
+        """A workflow's last step finished."""
+        return None
+
+
+class EagerRelease(ReleaseScheduler):
+    """Release every ready step at once, in the order it became ready: step-level FIFO."""
+
+    name = "eager"
+
+    def __init__(self) -> None:
+        self._held: dict[str, deque[Step]] = {}
+
+    def ready(self, step: Step, workflow: Workflow, now: float) -> None:
+        self._held.setdefault(step.executor, deque()).append(step)
+
+    def choose(self, executor: ExecutorState, now: float) -> Step | None:
+        held = self._held.get(executor.name)
+        return held.popleft() if held else None
+
+    def held(self, executor: str) -> int:
+        return len(self._held.get(executor, ()))
+
+
+@dataclass(slots=True)
+class _Moments:
+    """Running mean and variance (Welford), started from a prior worth `count`
+    pseudo-observations, so that early estimates lean on the profile and later ones on data."""
+
+    count: float
+    mean: float
+    m2: float
+    observed: int = 0
+
+    def add(self, x: float) -> None:
+        self.count += 1.0
+        delta = x - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (x - self.mean)
+        self.observed += 1
+
+    @property
+    def variance(self) -> float:
+        return self.m2 / self.count
+
+
+class WorkEstimator:
+    """Online estimate of step work (service seconds) per (executor, skill).
+
+    The prior is the profile's latency model at the sim generator's typical step size
+    (`ttft + tokens_in / prefill + tokens_out * verbosity / decode`), with standard deviation
+    `prior_cv` times that, worth `prior_weight` observations; every finished step updates the
+    running mean and variance of its (executor, skill).
+
+    With `size_aware`, observations are first divided by the step's size factor (the latency
+    model at the step's stated token sizes over the model at the typical size), so the running
+    moments are of work per typical-size step, and a prediction multiplies them back by the
+    step's factor: a 300-token answer is expected to take longer than a 40-token one on the same
+    executor, while the level and spread still come from observation.
+    """
+
+    def __init__(
+        self,
+        profiles: Iterable[ExecutorProfile],
+        prior_weight: float,
+        prior_cv: float,
+        size_aware: bool = True,
+    ):
+        self._profiles = {p.name: p for p in profiles}
+        self._prior = {name: _latency(p) for name, p in self._profiles.items()}
+        self.prior_weight = prior_weight
+        self.prior_cv = prior_cv
+        self.size_aware = size_aware
+        self._stats: dict[tuple[str, str], _Moments] = {}
+
+    def prior(self, executor: str) -> float:
+        return self._prior[executor]
+
+    def moments(self, executor: str, skill: str) -> _Moments:
+        key = (executor, skill)
+        stats = self._stats.get(key)
+        if stats is None:
+            mean = self._prior[executor]
+            n0 = self.prior_weight
+            stats = self._stats[key] = _Moments(n0, mean, n0 * (self.prior_cv * mean) ** 2)
+        return stats
+
+    def size_factor(self, spec: StepSpec) -> float:
+        if not self.size_aware:
+            return 1.0
+        profile = self._profiles[spec.executor]
+        return _latency(profile, spec.tokens_in, spec.tokens_out) / self._prior[spec.executor]
+
+    def observe(self, spec: StepSpec, service_s: float) -> None:
+        self.moments(spec.executor, spec.skill).add(service_s / self.size_factor(spec))
+
+    def mean(self, spec: StepSpec) -> float:
+        return self.moments(spec.executor, spec.skill).mean * self.size_factor(spec)
+
+    def variance(self, spec: StepSpec) -> float:
+        return self.moments(spec.executor, spec.skill).variance * self.size_factor(spec) ** 2
+
+
+def _latency(
+    profile: ExecutorProfile,
+    tokens_in: int = TYPICAL_INPUT_TOKENS,
+    tokens_out: int = TYPICAL_OUTPUT_TOKENS,
+) -> float:
+    """The profile's latency model for a step of the given sizes."""
+    lat = profile.latency
+    return (
+        lat.ttft_s
+        + tokens_in / lat.prefill_tokens_per_s
+        + tokens_out * profile.verbosity / lat.tokens_per_s
+    )
+
+
+def normal_cvar(mean: float, std: float, beta: float) -> float:
+    """CVaR_beta (mean of the worst 1-beta tail) of N(mean, std^2): mean + std * phi(z) / (1-beta)
+    with z the beta-quantile of the standard normal. A sum of independent step times is close to
+    normal once it has a few terms, and this keeps the objective a closed form."""
+    z = _NORMAL.inv_cdf(beta)
+    return mean + std * _NORMAL.pdf(z) / (1.0 - beta)
+
+
+class TailRiskRelease(ReleaseScheduler):
+    """Mean-CVaR release: an index rule for which step goes next, and an adaptive window for how
+    much released work to keep in flight.
+
+    Which step. The objective is J = (1 - alpha_w) E[F] + alpha_w CVaR_beta[F] over workflow flow
+    times F. Serving step s first on a server delays every other held step by s's service time,
+    so (the c-mu rule) the best step to release maximises c_s / E[p_s]: the marginal cost of
+    delaying its workflow per second, over its expected service time. For J that marginal cost is
+
+        c_s = (1 - alpha_w) + alpha_w / (1 - beta) * P(F_s > q_beta)
+
+    (the derivative of CVaR_beta[F] in F_w is P(F_w > VaR_beta) / (1 - beta)): the mean term
+    counts every workflow alike, the CVaR term only those in the worst 1 - beta tail, all alike.
+    F_s = age_w + R_s is the workflow's projected flow time through s; R_s is its remaining time
+    along the longest remaining path through s, taken as normal with the summed means and
+    variances of the online step-work estimates (`WorkEstimator`) plus, for the steps after s,
+    the recent mean wait at their executors. The tail threshold q_beta (VaR) is the
+    beta-quantile of recently finished workflows' flow times, but never below the
+    `contender_beta` quantile of the contenders' projected flow times: at most a 1 - beta share
+    of workflows can be in the worst 1 - beta, and without that bound a burst puts every
+    contender in the "tail", they all weigh the same, and the longest steps starve. So a young
+    workflow gets the shortest step first (mean flow time), one drifting into the tail overtakes
+    the others (tail flow time), and a step off its workflow's critical path has a shorter R_s
+    and a smaller tail probability. `kappa` scales the tail term. `risk` gives the objective's
+    value on a step's remaining time, with the normal closed form of CVaR (`normal_cvar`).
+
+    How much in flight. A release reaches its executor `dispatch_s` later, so releasing only onto
+    free servers leaves each freed server idle for that long, while releasing everything (eager)
+    gives up the order: work queued at the executor is FIFO. Each executor has a window W and
+    takes releases while its outstanding work (running + queued + in transit) is below
+    servers + floor(W). W starts at Little's law, servers * dispatch_s / mean service (steps the
+    servers finish during one dispatch), and adapts on every step start from what the step
+    waited for: if the server that takes it sat idle while this step was held back (W too
+    small; idle capacity is the costly error at high load) W rises by 1; if released work is
+    still waiting behind it in the executor's FIFO queue (W holds more than the servers need to
+    cover a dispatch, and that surplus waits outside our control) W falls by `window_gain`. It
+    settles at the smallest window that keeps servers fed, often 1 above the servers.
+    """
+
+    name = "tail_risk"
+
+    def __init__(self, profiles: Iterable[ExecutorProfile], release: ReleaseParams):
+        profiles = list(profiles)
+        self.release = release
+        self.estimator = WorkEstimator(
+            profiles, release.prior_weight, release.prior_cv, release.size_aware
+        )
+        self._held: dict[str, list[tuple[Step, float, float, float]]] = {}
+        self.windows: dict[str, float] = {}
+        # per executor: running mean of a step's ready-to-start time (held + queued)
+        self.waits: dict[str, float] = {}
+        self._recent: deque[float] = deque(maxlen=release.tail_memory)
+        self._finished_since = 0
+        self.threshold = math.inf  # q_beta: no tail known before any workflow finished
+        mean_weight = 1.0 - release.alpha_w
+        self._tail_weight = release.kappa * release.alpha_w / (1.0 - release.beta)
+        self._mean_weight = mean_weight
+        self._contender_beta = (
+            release.beta if release.contender_beta is None else release.contender_beta
+        )
+
+    def _window(self, executor: ExecutorState) -> float:
+        window = self.windows.get(executor.name)
+        if window is None:
+            init = self.release.window_init
+            if init is None:
+                mean = self.estimator.prior(executor.name)
+                init = executor.servers * self.release.dispatch_s / mean
+            window = self.windows[executor.name] = min(init, self.release.window_max)
+        return window
+
+    def remaining(self, step: Step, workflow: Workflow) -> tuple[float, float]:
+        """Mean and variance of the workflow's remaining time along its longest remaining path
+        (by mean) through `step`, from the current estimates."""
+        est = self.estimator
+        specs = workflow.spec.steps
+        path_mean: dict[int, float] = {}
+        path_var: dict[int, float] = {}
+        for i in range(len(specs) - 1, step.index - 1, -1):  # reverse topological order
+            spec = specs[i]
+            best_mean, best_var = 0.0, 0.0
+            for j in spec.succs:
+                if path_mean[j] > best_mean:
+                    best_mean, best_var = path_mean[j], path_var[j]
+            # the step being released waits no more; later ones queue like recent steps did
+            wait = self.waits.get(spec.executor, 0.0) if i != step.index else 0.0
+            path_mean[i] = best_mean + est.mean(spec) + wait
+            path_var[i] = best_var + est.variance(spec)
+        return path_mean[step.index], path_var[step.index]
+
+    def risk(self, step: Step, workflow: Workflow) -> float:
+        """(1 - alpha_w) * mean + alpha_w * CVaR_beta of the remaining time through `step`."""
+        mean, var = self.remaining(step, workflow)
+        return (
+            normal_cvar(mean, math.sqrt(var), self.release.beta) * self.release.alpha_w
+            + (1.0 - self.release.alpha_w) * mean
+        )
+
+    def index(self, step: Step, projected: float, std_r: float, threshold: float) -> float:
+        """c_s / E[p_s]: the release priority of a held step (larger goes first), given its
+        workflow's projected flow time through it and the tail threshold."""
+        cost = self._mean_weight
+        if threshold < math.inf:
+            if std_r > 0:
+                tail = 1.0 - _NORMAL.cdf((threshold - projected) / std_r)
+            else:
+                tail = 1.0 if projected > threshold else 0.0
+            cost += self._tail_weight * tail
+        return cost / self.estimator.mean(step.spec)
+
+    def ready(self, step: Step, workflow: Workflow, now: float) -> None:
+        mean, var = self.remaining(step, workflow)
+        held = self._held.setdefault(step.executor, [])
+        held.append((step, workflow.arrival_s, mean, math.sqrt(var)))
+
+    def choose(self, executor: ExecutorState, now: float) -> Step | None:
+        held = self._held.get(executor.name)
+        if not held:
+            return None
+        if executor.outstanding >= executor.servers + math.floor(self._window(executor)):
+            return None
+        if len(held) == 1:
+            return held.pop()[0]
+        projected = [now - arrival + mean_r for _, arrival, mean_r, _ in held]
+        # At most a 1 - beta share of workflows can be in the worst 1 - beta: in a burst, when
+        # every contender is past the threshold of recent history, the tail is the top of the
+        # contenders (else all would weigh the same, and the longest steps would starve).
+        threshold = max(self.threshold, quantile(projected, self._contender_beta))
+        best, best_index = 0, -math.inf
+        for k, (step, _, _, std_r) in enumerate(held):
+            value = self.index(step, projected[k], std_r, threshold)
+            if value > best_index:  # ties: the earliest ready
+                best, best_index = k, value
+        return held.pop(best)[0]
+
+    def held(self, executor: str) -> int:
+        return len(self._held.get(executor, ()))
+
+    def started(
+        self, step: Step, executor: ExecutorState, waited_s: float, starved_s: float
+    ) -> None:
+        wait = step.started_s - step.ready_s
+        old = self.waits.get(executor.name)
+        rate = self.release.wait_rate
+        self.waits[executor.name] = wait if old is None else old + rate * (wait - old)
+        window = self._window(executor)
+        if starved_s > 0:
+            window += 1.0
+        elif executor.queue:
+            window -= self.release.window_gain
+        self.windows[executor.name] = min(max(window, 0.0), self.release.window_max)
+
+    def finished(self, step: Step, executor: ExecutorState, now: float) -> None:
+        spec = step.spec
+        self.estimator.observe(spec, spec.service_s)
+
+    def workflow_finished(self, workflow: Workflow, now: float) -> None:
+        self._recent.append(now - workflow.arrival_s)
+        self._finished_since += 1
+        if self._finished_since >= self.release.threshold_every or self.threshold == math.inf:
+            self._finished_since = 0
+            self.threshold = quantile(self._recent, self.release.beta)
+
+
+# --------------------------------------------------------------------------- simulator
+
+_ARRIVE, _DISPATCHED, _FINISH = 0, 1, 2
+
+
+@dataclass
+class ReleaseRun:
+    """What one simulation run produced. `flow_s[i]` is workflow i's finish minus arrival."""
+
+    scheduler: str
+    workflows: list[Workflow]
+    executors: dict[str, ExecutorState]
+    flow_s: list[float]
+    makespan_s: float
+
+    @property
+    def p50(self) -> float:
+        return quantile(self.flow_s, 0.5)
+
+    @property
+    def p95(self) -> float:
+        return quantile(self.flow_s, 0.95)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.flow_s) / len(self.flow_s)
+
+    @property
+    def throughput(self) -> float:
+        """Workflows finished per second from the first arrival to the last finish."""
+        first = min(wf.arrival_s for wf in self.workflows)
+        return len(self.workflows) / (self.makespan_s - first)
+
+    def utilisation(self, executor: str | None = None) -> float:
+        """Busy server-seconds over available server-seconds (all executors, or one)."""
+        states = [self.executors[executor]] if executor else list(self.executors.values())
+        busy = sum(s.busy_s for s in states)
+        return busy / (sum(s.servers for s in states) * self.makespan_s)
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default)."""
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def simulate_release(
+    workflows: Sequence[WorkflowSpec],
+    arrivals: Sequence[float],
+    servers: dict[str, int],
+    scheduler: ReleaseScheduler,
+    dispatch_s: float = 0.0,
+) -> ReleaseRun:
+    """Run every workflow to completion under `scheduler`; a heap of timed events, ties broken
+    by insertion order, so a run is a pure function of its inputs."""
+    executors = {name: ExecutorState(name, count) for name, count in servers.items()}
+    runs = [
+        Workflow(
+            i,
+            spec,
+            arrivals[i],
+            [Step(i, k, s, len(s.deps)) for k, s in enumerate(spec.steps)],
+        )
+        for i, spec in enumerate(workflows)
+    ]
+    events: list[tuple[float, int, int, object]] = []
+    seq = 0
+
+    def push(time: float, kind: int, payload: object) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(events, (time, seq, kind, payload))
+
+    def pump(ex: ExecutorState, now: float) -> None:
+        while (step := scheduler.choose(ex, now)) is not None:
+            step.released_s = now
+            ex.in_transit += 1
+            push(now + dispatch_s, _DISPATCHED, step)
+
+    def start_queued(ex: ExecutorState, now: float) -> None:
+        while ex.busy < ex.servers and ex.queue:
+            step = ex.queue.popleft()
+            ex.busy += 1
+            ex.max_busy = max(ex.max_busy, ex.busy)
+            step.started_s = now
+            starved = now - ex.idle_marks.popleft() if ex.idle_marks else 0.0
+            scheduler.started(step, ex, now - step.arrived_s, starved)
+            push(now + step.spec.service_s, _FINISH, step)
+
+    def mark_idle(ex: ExecutorState, now: float) -> None:
+        """Note servers left idle while the scheduler holds work for them back."""
+        backlog = min(ex.servers - ex.busy, scheduler.held(ex.name))
+        while len(ex.idle_marks) < backlog:
+            ex.idle_marks.append(now)
+
+    def make_ready(step: Step, wf: Workflow, now: float) -> None:
+        step.ready_s = now
+        scheduler.ready(step, wf, now)
+        pump(executors[step.executor], now)
+
+    for wf in runs:
+        push(wf.arrival_s, _ARRIVE, wf)
+    now = 0.0
+    while events:
+        now, _, kind, payload = heapq.heappop(events)
+        if kind == _ARRIVE:
+            wf = payload  # type: ignore[assignment]
+            for step in wf.steps:
+                if not step.waiting_deps:
+                    make_ready(step, wf, now)
+        elif kind == _DISPATCHED:
+            step = payload  # type: ignore[assignment]
+            ex = executors[step.executor]
+            ex.in_transit -= 1
+            step.arrived_s = now
+            ex.queue.append(step)
+            start_queued(ex, now)
+        else:
+            step = payload  # type: ignore[assignment]
+            ex = executors[step.executor]
+            ex.busy -= 1
+            ex.busy_s += step.spec.service_s
+            step.finished_s = now
+            scheduler.finished(step, ex, now)
+            wf = runs[step.workflow]
+            wf.done += 1
+            if wf.done == len(wf.steps):
+                wf.finish_s = now
+                scheduler.workflow_finished(wf, now)
+            start_queued(ex, now)
+            mark_idle(ex, now)
+            pump(ex, now)
+            for j in step.spec.succs:
+                succ = wf.steps[j]
+                succ.waiting_deps -= 1
+                if not succ.waiting_deps:
+                    make_ready(succ, wf, now)
+    return ReleaseRun(
+        scheduler=scheduler.name,
+        workflows=runs,
+        executors=executors,
+        flow_s=[wf.finish_s - wf.arrival_s for wf in runs],
+        makespan_s=now,
+    )
+
+
+def make_scheduler(
+    name: str, profiles: Iterable[ExecutorProfile], release: ReleaseParams
+) -> ReleaseScheduler:
+    if name == "eager":
+        return EagerRelease()
+    if name == "tail_risk":
+        return TailRiskRelease(profiles, release)
+    raise ConfigError(f"unknown release scheduler {name!r}; known: {', '.join(SCHEDULERS)}")
+
+
+SCHEDULERS = ("eager", "tail_risk")
+
+
+# --------------------------------------------------------------------------- benchmark
+
+
+def release_benchmark(
+    params: Params,
+    pool_path: str | Path,
+    n_workflows: int = 2000,
+    loads: Sequence[float] = (0.5, 0.9),
+    seed: int = 0,
+    release: ReleaseParams | None = None,
+    schedulers: Sequence[str] = SCHEDULERS,
+) -> list[dict]:
+    """Flow-time statistics of each scheduler at each load, on the same workflows and the same
+    arrival draws (only the rate changes with the load)."""
+    release = release or params.release
+    pool = load_sim_pool(params, pool_path)
+    workflows = build_workflows(params, pool, n_workflows, seed)
+    servers = servers_per_executor(pool, release.capacity_scale)
+    rows = []
+    for load in loads:
+        rate = arrival_rate(workflows, servers, load)
+        arrivals = arrival_times(rate, n_workflows, seed)
+        for name in schedulers:
+            scheduler = make_scheduler(name, pool.profiles, release)
+            run = simulate_release(workflows, arrivals, servers, scheduler, release.dispatch_s)
+            rows.append(
+                {
+                    "load": load,
+                    "scheduler": name,
+                    "n": n_workflows,
+                    "rate_per_s": rate,
+                    "p50": run.p50,
+                    "p95": run.p95,
+                    "p99": quantile(run.flow_s, 0.99),
+                    "mean": run.mean,
+                    "throughput": run.throughput,
+                    "utilisation": run.utilisation(),
+                    "max_utilisation": max(run.utilisation(e) for e in servers),
+                }
+            )
+    return rows
+
+
+def release_markdown(rows: Sequence[dict]) -> str:
+    """P50 and P95 flow time per load: eager, tail_risk, and tail_risk's relative change."""
+    by_load: dict[float, dict[str, dict]] = {}
+    for row in rows:
+        by_load.setdefault(row["load"], {})[row["scheduler"]] = row
+    lines = [
+        "| load | P50 eager (s) | P50 tail_risk (s) | P50 change | "
+        "P95 eager (s) | P95 tail_risk (s) | P95 change |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for load in sorted(by_load):
+        eager = by_load[load].get("eager")
+        tail = by_load[load].get("tail_risk")
+        if eager is None or tail is None:
+            continue
+        cells = [f"{load:g}"]
+        for stat in ("p50", "p95"):
+            change = (tail[stat] - eager[stat]) / eager[stat]
+            cells += [f"{eager[stat]:.2f}", f"{tail[stat]:.2f}", f"{change:+.1%}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
