@@ -30,6 +30,29 @@ def params() -> Params:
 
 
 @pytest.fixture(scope="session")
+def trained_params(params: Params, tmp_path_factory: pytest.TempPathFactory) -> Params:
+    """params whose learned policies (`progress`, `graph`) point at small models trained here."""
+    from easy_core.policy_training import train_policies
+
+    folder = tmp_path_factory.mktemp("models")
+    small = params.model_copy(
+        update={
+            "policies": params.policies.model_copy(
+                update={
+                    "progress_model": str(folder / "progress.npz"),
+                    "graph_model": str(folder / "graph.pt"),
+                }
+            ),
+            "policy_training": params.policy_training.model_copy(
+                update={"n_tasks": 400, "epochs": 16, "knn_reference_rows": 2000}
+            ),
+        }
+    )
+    train_policies(small, traces_path=folder / "traces.parquet", report_path=folder / "report.json")
+    return small
+
+
+@pytest.fixture(scope="session")
 def pool(params: Params) -> ExecutorPool:
     return load_pool(SIM_DEFAULT, params)
 

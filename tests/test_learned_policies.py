@@ -3,6 +3,7 @@ prefix-aware ordering."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -13,33 +14,12 @@ from easy_core.evaluation import EvalSpec, evaluate, load_pool
 from easy_core.params import Params, PrefixParams
 from easy_core.policies.budgeted import Candidate, choose
 from easy_core.policies.progress import GainPredictor, log_loss, training_arrays
-from easy_core.policy_training import train_policies
 from easy_core.progress import posterior_correct, progress_view
 from easy_core.runtime.prefix import PrefixCache, prefix_benchmark
 from easy_core.schemas import StepResult
 from easy_core.suites.sim import SimSuite
 from easy_core.traces import TRACE_COLUMNS, collect_traces, read_traces, write_traces
 from tests.conftest import SIM_DEFAULT, SIM_UNSEEN
-
-
-@pytest.fixture(scope="module")
-def trained(params: Params, tmp_path_factory: pytest.TempPathFactory) -> tuple[Params, dict]:
-    folder = tmp_path_factory.mktemp("models")
-    small = params.model_copy(
-        update={
-            "policies": params.policies.model_copy(
-                update={
-                    "progress_model": str(folder / "progress.npz"),
-                    "graph_model": str(folder / "graph.pt"),
-                }
-            ),
-            "policy_training": params.policy_training.model_copy(
-                update={"n_tasks": 400, "epochs": 16, "knn_reference_rows": 2000}
-            ),
-        }
-    )
-    report = train_policies(small, traces_path=folder / "traces.parquet", report_path=None)
-    return small, report
 
 
 def test_posterior_follows_the_self_check() -> None:
@@ -99,8 +79,9 @@ def test_read_traces_names_the_fix(tmp_path: Path) -> None:
         read_traces(tmp_path / "missing.parquet")
 
 
-def test_progress_predictor_beats_the_base_rate(trained) -> None:
-    params, report = trained
+def test_progress_predictor_beats_the_base_rate(trained_params) -> None:
+    params = trained_params
+    report = json.loads((Path(params.policies.progress_model).parent / "report.json").read_text())
     progress = report["progress"]
     rows = read_traces(Path(params.policies.progress_model).parent / "traces.parquet")
     x, y, _ = training_arrays(rows)
@@ -116,9 +97,9 @@ def test_progress_predictor_beats_the_base_rate(trained) -> None:
 @pytest.mark.parametrize("policy", ["progress", "graph"])
 @pytest.mark.parametrize("pool_path", [SIM_DEFAULT, SIM_UNSEEN])
 def test_learned_policies_beat_the_naive_baselines_within_budget(
-    trained, policy, pool_path
+    trained_params, policy, pool_path
 ) -> None:
-    params, _ = trained
+    params = trained_params
     metrics, trajectories = evaluate(EvalSpec("sim", policy, pool_path, 150, 0), params)
     for baseline in ("cheapest", "random"):
         reference, _ = evaluate(EvalSpec("sim", baseline, pool_path, 150, 0), params)
@@ -130,8 +111,8 @@ def test_learned_policies_beat_the_naive_baselines_within_budget(
         assert t.end_reason in {"final_answer", "time_budget", "cost_budget", "max_milestones"}
 
 
-def test_cost_weight_trades_success_for_cost(trained) -> None:
-    params, _ = trained
+def test_cost_weight_trades_success_for_cost(trained_params) -> None:
+    params = trained_params
     costs = []
     for weight in (0.5, 4.0, 16.0):
         tuned = params.model_copy(

@@ -12,18 +12,18 @@ from hypothesis import strategies as st
 from easy_core.errors import PlanError
 from easy_core.evaluation import run_episodes
 from easy_core.graph import parse_plan, validate_plan
-from easy_core.policies import POLICIES
+from easy_core.policies.baselines import BASELINES
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.suites.sim import SimSuite
 
 
 def test_spend_never_exceeds_the_hard_budget_over_10000_episodes(pool, params):
-    """All policies, random cost and time budgets from far too small to generous."""
+    """All baselines, random cost and time budgets from far too small to generous."""
     rng = random.Random(7)
     tasks = list(SimSuite(params.sim).tasks("test", 2000, seed=7))
     checked = 0
     reasons: dict[str, int] = {}
-    for policy in sorted(POLICIES):
+    for policy in sorted(BASELINES):  # the learned ones: tests/test_runtime.py
         for sequential in (False, True):
             runner = EpisodeRunner(pool, params, SimSuite.check, sequential=sequential)
             batch = [

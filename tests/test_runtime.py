@@ -125,8 +125,9 @@ def test_time_budget_ends_the_episode(pool, params):
     st.booleans(),
 )
 def test_spend_never_exceeds_the_hard_budget(
-    pool, params, policy, index, budget_usd, budget_s, sequential
+    pool, trained_params, policy, index, budget_usd, budget_s, sequential
 ):
+    params = trained_params
     task = generate_task(index % 97, "test", index).model_copy(
         update={"budget_usd": budget_usd, "budget_s": budget_s}
     )

@@ -261,6 +261,11 @@ def predicted_latency(profile: ExecutorProfile, sub: Subtask, tokens_in: int) ->
     )
 
 
+def in_time(options: list[Candidate], remaining_s: float) -> list[Candidate]:
+    """The options predicted to finish within the time left; all of them if none is."""
+    return [c for c in options if c.latency < remaining_s] or options
+
+
 class ProgressPolicy(SubtaskPolicy):
     name = "progress"
     escalate = True
@@ -332,13 +337,18 @@ class ProgressPolicy(SubtaskPolicy):
 
     def chooser(self, state: EpisodeState) -> Callable[[Subtask], str]:
         weights = state.params.policies
-        fresh = [sub for sub in state.task.subtasks]
+        remaining_s = max(state.remaining_s, 1e-3)
+        candidates = {
+            sub_id: in_time(options, remaining_s)
+            for sub_id, options in self.candidates(state, state.task.subtasks).items()
+        }
+        # Time is priced against what is left of the time budget: it gets dearer as it runs out.
         chosen = choose(
-            self.candidates(state, fresh),
+            candidates,
             cost_weight=weights.cost_weight,
             time_weight=weights.time_weight,
             budget_usd=state.task.budget_usd,
-            budget_s=state.task.budget_s,
+            budget_s=remaining_s,
             remaining_usd=state.remaining_usd,
         )
         return lambda sub: chosen[sub.id].executor
@@ -359,7 +369,12 @@ class ProgressPolicy(SubtaskPolicy):
             if profile is not None
             else 0.5
         )
-        options = self.candidates(state, [sub], exclude={sub.id: tried}).get(sub.id, [])
+        remaining_s = max(state.remaining_s, 1e-3)
+        options = [
+            c
+            for c in self.candidates(state, [sub], exclude={sub.id: tried}).get(sub.id, [])
+            if c.latency < remaining_s  # a retry that cannot finish in time is no option
+        ]
         if not options:
             return None
         table = estimates(state)
@@ -377,7 +392,7 @@ class ProgressPolicy(SubtaskPolicy):
                 math.log(max(c.success, 1e-6))
                 - math.log(max(current, 1e-6))
                 - weights.cost_weight * (c.cost + rerun) / task.budget_usd
-                - weights.time_weight * c.latency / task.budget_s
+                - weights.time_weight * c.latency / remaining_s
             )
 
         best = max(options, key=net_gain)
