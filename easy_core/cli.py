@@ -253,6 +253,23 @@ def train_policy_command(
     print(json.dumps(report, indent=2))
 
 
+@app.command("train-sft")
+@user_errors
+def train_sft_command(
+    out_dir: Annotated[Path | None, typer.Option("--out", help="checkpoint folder")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="override sft.max_steps")] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """SFT warm start of the LLM orchestrator with TRL on the teacher turns (params.sft); writes
+    the checkpoint (weights, tokenizer, model card) and its training curve."""
+    from easy_core.training.sft import train_sft
+
+    params = resolve_params(params_path)
+    sft = params.sft if steps is None else params.sft.model_copy(update={"max_steps": steps})
+    metrics = train_sft(sft, out_dir or sft.out)
+    print(json.dumps(metrics, indent=2))
+
+
 @plan_app.command("validate")
 @user_errors
 def plan_validate(

@@ -247,6 +247,47 @@ class ReleaseParams(_Section):
 # --------------------------------------------------------------------------- workflows
 
 
+class SftParams(_Section):
+    """SFT warm start of the LLM orchestrator (stage `train`, `easy train-sft`)."""
+
+    base_model: str = Field(
+        "smollm2-135m", description="a packaged model name or a checkpoint folder"
+    )
+    data: str = "data/sft/train.jsonl"
+    out: str = "models/sft"
+    max_examples: int = Field(64, ge=1)
+    max_steps: int = Field(8, ge=1)
+    learning_rate: float = Field(2e-4, gt=0)
+    batch_size: int = Field(1, ge=1)
+    grad_accum: int = Field(1, ge=1)
+    max_length: int = Field(2048, ge=64)
+    train_layers: int = Field(
+        6, ge=0, description="top decoder layers trained, the rest frozen (0: all)"
+    )
+    lora: bool = False
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = Field(32, ge=1)
+    threads: int = Field(2, ge=1)
+    seed: int = 0
+
+
+class OrchestratorParams(_Section):
+    """The LLM orchestrator behind the `easy` policy."""
+
+    model: str = Field(
+        "models/sft", description="checkpoint folder, or a packaged model name (smollm2-135m)"
+    )
+    backend: Literal["hf", "openai"] = "hf"
+    endpoint: str | None = Field(None, description="openai backend: base URL ending in /v1")
+    api_key_env: str | None = None
+    structured: bool = Field(
+        True, description="openai backend: ask the server for JSON-schema-constrained output"
+    )
+    max_new_tokens: int = Field(1024, ge=16)
+    temperature: float = Field(0.0, ge=0)
+    threads: int = Field(2, ge=1)
+
+
 class Params(_Section):
     limits: LimitParams = LimitParams()
     runtime: RuntimeParams = RuntimeParams()
@@ -257,6 +298,8 @@ class Params(_Section):
     policies: PolicyParams = PolicyParams()
     policy_training: PolicyTrainingParams = PolicyTrainingParams()
     prefix: PrefixParams = PrefixParams()
+    sft: SftParams = SftParams()
+    orchestrator: OrchestratorParams = OrchestratorParams()
     release: ReleaseParams = ReleaseParams()
     eval: EvalParams = EvalParams()
     pipeline: PipelineParams = PipelineParams()

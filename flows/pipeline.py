@@ -1,5 +1,5 @@
-"""The whole pipeline as one flow: profile -> sft data -> rollouts -> rewards -> learned
-policies -> evaluate.
+"""The whole pipeline as one flow: profile -> sft data -> train (SFT) -> rollouts -> rewards ->
+learned policies -> evaluate.
 (`dvc repro` runs the same stages one by one, each only when its inputs changed.)"""
 
 from __future__ import annotations
@@ -12,18 +12,21 @@ from flows.profile import profile_flow
 from flows.rewards import rewards_flow
 from flows.rollouts import rollouts_flow
 from flows.sft_data import sft_data_flow
+from flows.train import train_flow
 
 
 @flow(name="pipeline", log_prints=True)
 def pipeline_flow(params_path: str | None = None) -> dict:
     profile_flow(params_path)
     sft = sft_data_flow(params_path)
+    training = train_flow(params_path)
     manifest = rollouts_flow(params_path)
     rewards = rewards_flow()
     policies_flow(params_path)
     metrics = evaluate_flow(params_path)
     return {
         "sft_examples": sft["examples"],
+        "sft_last_loss": training["last_loss"],
         "rollout_episodes": sum(s.records for s in manifest.shards),
         "mean_reward": rewards["mean_total"],
         "evaluations": len(metrics),

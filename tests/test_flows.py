@@ -13,6 +13,7 @@ from tests.conftest import ROOT
 SMALL = {
     "profile": {"n_tasks": 10},
     "sft_data": {"n_tasks": 20},
+    "sft": {"max_steps": 1, "max_examples": 2},
     "rollouts": {"shards": 2, "episodes_per_shard": 10},
     "policy_training": {"n_tasks": 60, "epochs": 4, "knn_reference_rows": 200},
     "evaluate": {"n": 10, "policies": ["greedy", "graph", "oracle"]},
@@ -70,6 +71,11 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
         "models/progress.npz",
         "models/graph.pt",
         "results/policies.json",
+        "models/sft/config.json",
+        "models/sft/model.safetensors",
+        "models/sft/README.md",
+        "results/training/curve.png",
+        "results/training/metrics.json",
     ):
         assert (tmp_path / path).is_file(), path
     assert (tmp_path / "results/pareto.png").read_bytes()[:4] == b"\x89PNG"
@@ -85,6 +91,8 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
         "executor-profiles",
         "reward-summary",
         "policy-training",
+        "sft-training",
+        "sft-training-curve",
     } <= artifact_keys()
 
 

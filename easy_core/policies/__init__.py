@@ -21,7 +21,18 @@ def _graph() -> Policy:  # imports torch: only when asked for
     return GraphPolicy()
 
 
-POLICIES: dict[str, Callable[[], Policy]] = {**BASELINES, "progress": _progress, "graph": _graph}
+def _llm() -> Policy:
+    from easy_core.policies.llm import LLMPolicy
+
+    return LLMPolicy()
+
+
+POLICIES: dict[str, Callable[[], Policy]] = {
+    **BASELINES,
+    "progress": _progress,
+    "graph": _graph,
+    "easy": _llm,
+}
 LEARNED = ("progress", "graph")
 
 

@@ -182,4 +182,5 @@ class EpisodeRunner:
             n_faults=faults,
             n_retries=retries,
             n_fallbacks=fallbacks,
+            orchestrator_tokens=state.scratch.get("orchestrator_tokens", 0),
         )

