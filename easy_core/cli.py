@@ -417,6 +417,24 @@ def bench_release(
     print(release_markdown(rows), end="")
 
 
+@bench_app.command("plans")
+@user_errors
+def bench_plans(
+    model: Annotated[str | None, typer.Option(help="override orchestrator.model")] = None,
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    n: Annotated[int, typer.Option(min=1, help="held-out tasks")] = 10,
+    seed: Annotated[int, typer.Option()] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """Valid-plan rate of the LLM orchestrator's first turn on held-out sim tasks."""
+    from easy_core.training.validity import valid_plan_rate
+
+    params = resolve_params(params_path)
+    if model is not None:
+        params.orchestrator.model = model
+    print(json.dumps(valid_plan_rate(params, str(pool), n, seed), indent=2))
+
+
 def main() -> None:
     try:
         app()

@@ -162,6 +162,11 @@ class RolloutParams(_Section):
     shards: int = Field(4, ge=1)
     episodes_per_shard: int = Field(500, ge=1)
     seed: int = 0
+    tree_policy: str = Field("greedy-sample", description="a sampling policy for tree rollouts")
+    tree_tasks: int = Field(200, ge=0, description="training tasks grown as trees (0: none)")
+    tree_k: int = Field(2, ge=1, description="alternatives at each decision")
+    tree_depth: int = Field(3, ge=1, description="decisions that branch")
+    advantage_scope: Literal["siblings", "tree"] = "siblings"
 
 
 class EvaluateParams(_Section):

@@ -4,7 +4,7 @@ Each shard's episodes come from a Prefect task cached on (rollout settings, shar
 result (the shard's JSONL) is persisted to the result storage (params: pipeline.result_storage,
 e.g. S3); the shard file is written atomically with a checksum sidecar. A re-run, even after a
 crash, recomputes nothing already done. A GPU work pool can fan shards out as separate flow runs
-(`shard_ids`)."""
+(`shard_ids`). Tree rollouts (data/trees/) are grown after the shards."""
 
 from __future__ import annotations
 
@@ -12,16 +12,25 @@ from pathlib import Path
 
 from prefect import flow, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
-from prefect.cache_policies import INPUTS
+from prefect.cache_policies import INPUTS, NO_CACHE
 
 from easy_core.datasets import Manifest, remove_partial_files, write_manifest
+from easy_core.params import Params
 from easy_core.rollouts import (
     finished_shard,
     rollout_settings_hash,
     rollout_shard_text,
     store_shard,
 )
-from flows.settings import load_pool_secrets, params_from, task_options, task_runner
+from easy_core.storage import write_json, write_jsonl
+from easy_core.tree_rollouts import generate_trees
+from flows.settings import (
+    load_pool_secrets,
+    params_from,
+    publish_markdown,
+    task_options,
+    task_runner,
+)
 
 
 @task(
@@ -39,6 +48,7 @@ def rollouts_flow(
     params_path: str | None = None,
     out_dir: str = "data/rollouts",
     shard_ids: list[int] | None = None,
+    trees_dir: str = "data/trees",
 ) -> Manifest:
     params = params_from(params_path)
     settings = rollout_settings_hash(params)
@@ -61,7 +71,26 @@ def rollouts_flow(
     if shard_ids is None:  # a fan-out run of some shards leaves the manifest to the full run
         write_manifest(out_dir, manifest)
     print(f"{sum(i.records for i in infos)} episodes in {len(infos)} shards")
+    if shard_ids is None and params.rollouts.tree_tasks:
+        tree_rollouts(params, trees_dir)
     return manifest
+
+
+@task(task_run_name="tree-rollouts", cache_policy=NO_CACHE)
+def tree_rollouts(params: Params, out_dir: str) -> dict:
+    """Tree rollouts of params.rollouts (K alternatives per decision to depth D), stored with
+    their values and advantages, and how many orchestrator tokens the trees saved."""
+    trees, summary = generate_trees(params)
+    write_jsonl(Path(out_dir) / "trees.jsonl", trees)
+    write_json(Path(out_dir) / "summary.json", summary)
+    publish_markdown(
+        "tree-rollouts",
+        "| figure | value |\n|---|---|\n"
+        + "\n".join(f"| {k} | {v:.3f} |" for k, v in summary.items())
+        + "\n",
+    )
+    print(f"{len(trees)} trees; token saving per leaf {summary['token_saving']:.1%}")
+    return summary
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ SMALL = {
     "profile": {"n_tasks": 10},
     "sft_data": {"n_tasks": 20},
     "sft": {"max_steps": 1, "max_examples": 2},
-    "rollouts": {"shards": 2, "episodes_per_shard": 10},
+    "rollouts": {"shards": 2, "episodes_per_shard": 10, "tree_tasks": 5},
     "policy_training": {"n_tasks": 60, "epochs": 4, "knn_reference_rows": 200},
     "evaluate": {"n": 10, "policies": ["greedy", "graph", "oracle"]},
     "nightly": {"n": 10, "policies": ["greedy"]},
@@ -71,6 +71,8 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
         "models/progress.npz",
         "models/graph.pt",
         "results/policies.json",
+        "data/trees/trees.jsonl",
+        "data/trees/summary.json",
         "models/sft/config.json",
         "models/sft/model.safetensors",
         "models/sft/README.md",
@@ -93,6 +95,7 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
         "policy-training",
         "sft-training",
         "sft-training-curve",
+        "tree-rollouts",
     } <= artifact_keys()
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from easy_core.errors import ConfigError
 from easy_core.policies.base import EpisodeState, Policy
 from easy_core.policies.baselines import BASELINES
+from easy_core.policies.sampled import SampledGreedyPolicy
 
 
 def _progress() -> Policy:
@@ -32,6 +33,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "progress": _progress,
     "graph": _graph,
     "easy": _llm,
+    "greedy-sample": SampledGreedyPolicy,
 }
 LEARNED = ("progress", "graph")
 

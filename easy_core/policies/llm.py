@@ -15,6 +15,7 @@ Generated tokens are counted in the episode's `orchestrator_tokens`.
 from __future__ import annotations
 
 import os
+import zlib
 from typing import Any
 
 from easy_core.errors import ConfigError
@@ -28,7 +29,11 @@ def plan_schema() -> dict[str, Any]:
     return Plan.model_json_schema()
 
 
-def generate_hf(messages: list[dict[str, str]], settings: OrchestratorParams) -> tuple[str, int]:
+def generate_hf(
+    messages: list[dict[str, str]], settings: OrchestratorParams, sample_key: str = ""
+) -> tuple[str, int]:
+    """Greedy decoding, or sampling seeded by `sample_key` (so a rollout branch is repeatable)
+    when the temperature is above 0."""
     import torch
 
     from easy_core.training.models import load_orchestrator
@@ -38,6 +43,8 @@ def generate_hf(messages: list[dict[str, str]], settings: OrchestratorParams) ->
         messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
     )
     sample = settings.temperature > 0
+    if sample:
+        torch.manual_seed(zlib.crc32(sample_key.encode()))
     with torch.inference_mode():
         output = model.generate(
             **encoded,
@@ -97,7 +104,8 @@ class LLMPolicy:
             state.task, state.pool.profiles, state.milestones, state.repair_error
         )
         if settings.backend == "hf":
-            text, tokens = generate_hf(messages, settings)
+            key = f"{state.seed}|{state.task.id}|{state.scratch.get('branch', '')}|"
+            text, tokens = generate_hf(messages, settings, key + str(len(state.milestones)))
         else:
             text, tokens = generate_openai(messages, settings)
         state.scratch["orchestrator_tokens"] = state.scratch.get("orchestrator_tokens", 0) + tokens

@@ -5,15 +5,20 @@ an invalid turn is repaired once (the policy sees the error), then ends the epis
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from easy_core.errors import EasyError, PlanError
-from easy_core.executors.pool import ExecutorPool
+from easy_core.executors.base import approx_tokens
+from easy_core.executors.pool import ExecutorPool, PoolSession
 from easy_core.graph import parse_plan, validate_plan
 from easy_core.params import Params
 from easy_core.policies.base import EpisodeState, Policy
+from easy_core.prompting import plan_text
 from easy_core.rewards import reward
-from easy_core.runtime.clock import Clock
+from easy_core.runtime.clock import Clock, DiscreteEventClock
 from easy_core.runtime.engine import LocalEngine, PlanEngine
 from easy_core.schemas import EndReason, Milestone, Plan, RunMetrics, Task, Trajectory
 
@@ -44,115 +49,39 @@ class EpisodeRunner:
             difficulty_slope=params.capability.difficulty_slope,
         )
         self._executor_names = set(pool.executors)
+        # Charge policies that are not LLMs the tokens of their plans as an LLM would write
+        # them (tree-rollout accounting); off by default, it costs a serialisation per turn.
+        self.count_plan_tokens = False
 
     def can_simulate(self) -> bool:
         """Whether every executor can `simulate()`, so episodes can run on a
         `DiscreteEventClock` without an event loop."""
         return all(hasattr(e, "simulate") for e in self.pool.executors.values())
 
+    def start(self, task: Task, seed: int = 0, clock: Clock | None = None) -> EpisodeCursor:
+        """A new episode, before its first turn. `clock` defaults to the running asyncio loop."""
+        loop = clock if clock is not None else asyncio.get_running_loop()
+        session = self.pool.session(task.budget_usd)
+        origin = loop.time()
+        return EpisodeCursor(
+            runner=self,
+            task=task,
+            seed=seed,
+            clock=loop,
+            origin=origin,
+            deadline=origin + task.budget_s,
+            session=session,
+            state=EpisodeState(task, self.pool, self.params, seed, session.ledger),
+        )
+
     async def run(
         self, task: Task, policy: Policy, seed: int = 0, clock: Clock | None = None
     ) -> Trajectory:
         """One episode. `clock` defaults to the running asyncio loop."""
-        loop = clock if clock is not None else asyncio.get_running_loop()
-        origin = loop.time()
-        deadline = origin + task.budget_s
-        session = self.pool.session(task.budget_usd)
-        state = EpisodeState(task, self.pool, self.params, seed, session.ledger)
-        subtask_ids = task.subtask_index if task.subtasks else None
-        repairs = 0
-        final: str | None = None
-        end_reason: EndReason | None = None
-        end_detail = ""
-        while end_reason is None:
-            state.elapsed_s = loop.time() - origin
-            if loop.time() >= deadline:
-                end_reason, end_detail = "time_budget", "time budget reached before the next turn"
-                break
-            try:
-                turn = await policy.act(state)
-                plan = turn if isinstance(turn, Plan) else parse_plan(turn)
-                validate_plan(
-                    plan,
-                    self._executor_names,
-                    max_steps=self.params.limits.max_steps_per_plan,
-                    prior_step_ids=state.results,
-                    subtask_ids=subtask_ids,
-                )
-            except PlanError as exc:
-                if repairs < self.params.runtime.repair_turns:
-                    repairs += 1
-                    state.repair_error = str(exc)
-                    continue
-                end_reason, end_detail = "invalid_plan", str(exc)
-                break
-            except Exception as exc:  # a policy's own failure ends the episode, not the run
-                kind = "" if isinstance(exc, EasyError) else f"{type(exc).__name__}: "
-                end_reason, end_detail = "policy_error", f"{kind}{exc}"
-                break
-            state.repair_error = None
-            if plan.final_answer is not None:
-                final = plan.final_answer
-                end_reason = "final_answer"
-                break
-            if not state.milestones_left:
-                end_reason = "max_milestones"
-                end_detail = (
-                    f"no final answer after {self.params.runtime.max_milestones} milestones"
-                )
-                break
-            started = loop.time() - origin
-            outcome = await self.engine.execute(
-                plan,
-                session,
-                task,
-                seed=seed,
-                prior=state.results,
-                origin=origin,
-                deadline=deadline,
-                clock=loop,
-            )
-            state.milestones.append(
-                Milestone(
-                    index=len(state.milestones),
-                    plan=plan,
-                    results=outcome.results,
-                    started_s=started,
-                    finished_s=loop.time() - origin,
-                    critical_path_s=outcome.critical_path_s,
-                )
-            )
-            state.results.update((result.step_id, result) for result in outcome.results)
-            if outcome.stop_reason is not None:
-                end_reason, end_detail = outcome.stop_reason, outcome.stop_detail
-
-        metrics = self._metrics(state, loop.time() - origin, session.ledger.spent_usd)
-        correct = end_reason == "final_answer" and self.check(task, final)
-        return Trajectory(
-            task_id=task.id,
-            suite=task.suite,
-            policy=policy.name,
-            pool=self.pool.name,
-            seed=seed,
-            sequential=self.sequential,
-            milestones=state.milestones,
-            final_answer=final,
-            correct=correct,
-            end_reason=end_reason,
-            end_detail=end_detail,
-            budget_usd=task.budget_usd,
-            budget_s=task.budget_s,
-            metrics=metrics,
-            reward=reward(
-                correct,
-                metrics,
-                budget_usd=task.budget_usd,
-                budget_s=task.budget_s,
-                terminated=end_reason == "final_answer",
-                repairs=repairs,
-                params=self.params.reward,
-            ),
-        )
+        cursor = self.start(task, seed, clock)
+        while await cursor.turn(policy):
+            pass
+        return cursor.trajectory(policy.name)
 
     @staticmethod
     def _metrics(state: EpisodeState, makespan_s: float, spent_usd: float) -> RunMetrics:
@@ -183,4 +112,163 @@ class EpisodeRunner:
             n_retries=retries,
             n_fallbacks=fallbacks,
             orchestrator_tokens=state.scratch.get("orchestrator_tokens", 0),
+        )
+
+
+@dataclass
+class EpisodeCursor:
+    """An episode between turns: `turn` runs one orchestrator turn and, if it is a plan, the
+    plan; `fork` copies the episode at this point (results, spend, clock, breakers) so that
+    alternatives can continue from a shared prefix (tree rollouts; discrete-event clock only)."""
+
+    runner: EpisodeRunner
+    task: Task
+    seed: int
+    clock: Clock
+    origin: float
+    deadline: float
+    session: PoolSession
+    state: EpisodeState
+    repairs: int = 0
+    final: str | None = None
+    end_reason: EndReason | None = None
+    end_detail: str = ""
+    turn_tokens: list[int] = field(default_factory=list)  # orchestrator tokens of each turn
+
+    @property
+    def ended(self) -> bool:
+        return self.end_reason is not None
+
+    async def turn(self, policy: Policy) -> bool:
+        """One turn; False once the episode has ended."""
+        if self.end_reason is not None:
+            return False
+        runner, state, clock = self.runner, self.state, self.clock
+        state.elapsed_s = clock.time() - self.origin
+        if clock.time() >= self.deadline:
+            self.end_reason = "time_budget"
+            self.end_detail = "time budget reached before the next turn"
+            return False
+        before = state.scratch.get("orchestrator_tokens", 0)
+        try:
+            turn = await policy.act(state)
+            plan = turn if isinstance(turn, Plan) else parse_plan(turn)
+            self._count_tokens(before, plan)
+            validate_plan(
+                plan,
+                runner._executor_names,
+                max_steps=runner.params.limits.max_steps_per_plan,
+                prior_step_ids=state.results,
+                subtask_ids=self.task.subtask_index if self.task.subtasks else None,
+            )
+        except PlanError as exc:
+            self._count_tokens(before, None)
+            if self.repairs < runner.params.runtime.repair_turns:
+                self.repairs += 1
+                state.repair_error = str(exc)
+                return True
+            self.end_reason, self.end_detail = "invalid_plan", str(exc)
+            return False
+        except Exception as exc:  # a policy's own failure ends the episode, not the run
+            kind = "" if isinstance(exc, EasyError) else f"{type(exc).__name__}: "
+            self.end_reason, self.end_detail = "policy_error", f"{kind}{exc}"
+            return False
+        state.repair_error = None
+        if plan.final_answer is not None:
+            self.final = plan.final_answer
+            self.end_reason = "final_answer"
+            return False
+        if not state.milestones_left:
+            self.end_reason = "max_milestones"
+            self.end_detail = (
+                f"no final answer after {runner.params.runtime.max_milestones} milestones"
+            )
+            return False
+        started = clock.time() - self.origin
+        outcome = await runner.engine.execute(
+            plan,
+            self.session,
+            self.task,
+            seed=self.seed,
+            prior=state.results,
+            origin=self.origin,
+            deadline=self.deadline,
+            clock=clock,
+        )
+        state.milestones.append(
+            Milestone(
+                index=len(state.milestones),
+                plan=plan,
+                results=outcome.results,
+                started_s=started,
+                finished_s=clock.time() - self.origin,
+                critical_path_s=outcome.critical_path_s,
+            )
+        )
+        state.results.update((result.step_id, result) for result in outcome.results)
+        if outcome.stop_reason is not None:
+            self.end_reason, self.end_detail = outcome.stop_reason, outcome.stop_detail
+            return False
+        return True
+
+    def _count_tokens(self, before: int, plan: Plan | None) -> None:
+        """Tokens the orchestrator generated this turn: what an LLM policy reports, else the
+        length of the plan as an LLM would write it (so token counts compare across policies)."""
+        after = self.state.scratch.get("orchestrator_tokens", 0)
+        if after == before and plan is not None and self.runner.count_plan_tokens:
+            after = before + approx_tokens(plan_text(plan))
+            self.state.scratch["orchestrator_tokens"] = after
+        self.turn_tokens.append(after - before)
+
+    def fork(self) -> EpisodeCursor:
+        """An independent copy of the episode at this point (discrete-event clock only)."""
+        if not isinstance(self.clock, DiscreteEventClock):
+            raise TypeError("only an episode on a DiscreteEventClock can be forked")
+        clock = DiscreteEventClock()
+        clock.now = self.clock.now
+        ledger = copy.copy(self.session.ledger)
+        ledger.entries = list(ledger.entries)
+        session = self.runner.pool.session(self.task.budget_usd)
+        session.ledger = ledger
+        session._breakers = copy.deepcopy(self.session._breakers)
+        state = copy.copy(self.state)
+        state.ledger = ledger
+        state.milestones = list(state.milestones)
+        state.results = dict(state.results)
+        state.scratch = dict(state.scratch)
+        return dataclasses.replace(
+            self, clock=clock, session=session, state=state, turn_tokens=list(self.turn_tokens)
+        )
+
+    def trajectory(self, policy_name: str) -> Trajectory:
+        runner, state, task = self.runner, self.state, self.task
+        end_reason = self.end_reason or "max_milestones"
+        metrics = runner._metrics(
+            state, self.clock.time() - self.origin, self.session.ledger.spent_usd
+        )
+        correct = end_reason == "final_answer" and runner.check(task, self.final)
+        return Trajectory(
+            task_id=task.id,
+            suite=task.suite,
+            policy=policy_name,
+            pool=runner.pool.name,
+            seed=self.seed,
+            sequential=runner.sequential,
+            milestones=state.milestones,
+            final_answer=self.final,
+            correct=correct,
+            end_reason=end_reason,
+            end_detail=self.end_detail,
+            budget_usd=task.budget_usd,
+            budget_s=task.budget_s,
+            metrics=metrics,
+            reward=reward(
+                correct,
+                metrics,
+                budget_usd=task.budget_usd,
+                budget_s=task.budget_s,
+                terminated=end_reason == "final_answer",
+                repairs=self.repairs,
+                params=runner.params.reward,
+            ),
         )
