@@ -270,6 +270,47 @@ def train_sft_command(
     print(json.dumps(metrics, indent=2))
 
 
+@app.command("train-grpo")
+@user_errors
+def train_grpo_command(
+    out_dir: Annotated[Path | None, typer.Option("--out", help="checkpoint folder")] = None,
+    trees_file: Annotated[
+        Path | None, typer.Option("--trees", help="tree rollouts JSONL; default: grow them here")
+    ] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="override grpo.max_steps")] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """GRPO with TRL on the decision states of tree rollouts (params.grpo; the group size is
+    rollouts.tree_k), rewarded by the simulator; from the SFT checkpoint by default."""
+    from easy_core.training.grpo import read_trees, train_grpo
+
+    params = resolve_params(params_path)
+    if steps is not None:
+        params.grpo.max_steps = steps
+    trees = read_trees(trees_file) if trees_file is not None else None
+    metrics = train_grpo(params, out_dir or params.grpo.out, trees=trees)
+    print(json.dumps(metrics, indent=2))
+
+
+@app.command("tree-rollouts")
+@user_errors
+def tree_rollouts_command(
+    out_dir: Annotated[Path, typer.Option("--out", help="folder for trees.jsonl")] = Path(
+        "data/trees"
+    ),
+    params_path: ParamsOption = None,
+) -> None:
+    """Tree rollouts of params.rollouts (tree_k alternatives per decision to tree_depth), with
+    values and advantages, and the token saving against independent rollouts."""
+    from easy_core.storage import write_json, write_jsonl
+    from easy_core.tree_rollouts import generate_trees
+
+    trees, summary = generate_trees(resolve_params(params_path))
+    write_jsonl(out_dir / "trees.jsonl", trees)
+    write_json(out_dir / "summary.json", summary)
+    print(json.dumps(summary, indent=2))
+
+
 @plan_app.command("validate")
 @user_errors
 def plan_validate(

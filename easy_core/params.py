@@ -276,6 +276,29 @@ class SftParams(_Section):
     seed: int = 0
 
 
+class GrpoParams(_Section):
+    """GRPO on tree rollouts (`easy train-grpo`); the group size is rollouts.tree_k."""
+
+    base_model: str = Field("models/sft", description="the SFT checkpoint (or a packaged model)")
+    out: str = "models/grpo"
+    tasks: int = Field(8, ge=1, description="training tasks whose trees give the prompts")
+    tree_depth: int = Field(
+        1, ge=1, description="prompts from tree nodes above this depth (1: the roots only)"
+    )
+    prompts_per_step: int = Field(1, ge=1)
+    max_steps: int = Field(2, ge=1)
+    learning_rate: float = Field(1e-5, gt=0)
+    beta: float = Field(0.04, ge=0, description="KL weight against the reference model")
+    max_completion_length: int = Field(384, ge=16)
+    temperature: float = Field(1.0, gt=0)
+    train_layers: int = Field(6, ge=0)
+    lora: bool = False
+    lora_r: int = Field(16, ge=1)
+    use_vllm: bool = Field(False, description="GPU only: generation by `trl vllm-serve`")
+    threads: int = Field(2, ge=1)
+    seed: int = 0
+
+
 class OrchestratorParams(_Section):
     """The LLM orchestrator behind the `easy` policy."""
 
@@ -304,6 +327,7 @@ class Params(_Section):
     policy_training: PolicyTrainingParams = PolicyTrainingParams()
     prefix: PrefixParams = PrefixParams()
     sft: SftParams = SftParams()
+    grpo: GrpoParams = GrpoParams()
     orchestrator: OrchestratorParams = OrchestratorParams()
     release: ReleaseParams = ReleaseParams()
     eval: EvalParams = EvalParams()

@@ -1,5 +1,5 @@
-"""The whole pipeline as one flow: profile -> sft data -> train (SFT) -> rollouts -> rewards ->
-learned policies -> evaluate.
+"""The whole pipeline as one flow: profile -> sft data -> rollouts (with trees) -> train (SFT,
+GRPO) -> rewards -> learned policies -> evaluate.
 (`dvc repro` runs the same stages one by one, each only when its inputs changed.)"""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from flows.train import train_flow
 def pipeline_flow(params_path: str | None = None) -> dict:
     profile_flow(params_path)
     sft = sft_data_flow(params_path)
-    training = train_flow(params_path)
     manifest = rollouts_flow(params_path)
+    training = train_flow(params_path)
     rewards = rewards_flow()
     policies_flow(params_path)
     metrics = evaluate_flow(params_path)

@@ -1,6 +1,7 @@
-"""Stage `train`: the SFT warm start of the LLM orchestrator with TRL (models/sft: weights,
-tokenizer, model card), its training curve and metrics (results/training/), published as Prefect
-artifacts. RL (GRPO on tree rollouts) joins this stage with the orchestrator-training issue."""
+"""Stage `train`: the LLM orchestrator with TRL, SFT warm start (models/sft) then GRPO on the
+tree rollouts of the rollouts stage (models/grpo); each checkpoint with weights, tokenizer and
+model card, its curve and metrics under results/training/{sft,grpo}/, published as Prefect
+artifacts."""
 
 from __future__ import annotations
 
@@ -8,19 +9,31 @@ from pathlib import Path
 
 from prefect import flow
 
+from easy_core.training.grpo import read_trees, train_grpo
 from easy_core.training.sft import train_sft
 from flows.settings import params_from, publish_image, publish_markdown
 
 
-@flow(name="train", log_prints=True)
-def train_flow(params_path: str | None = None, report_dir: str = "results/training") -> dict:
-    params = params_from(params_path)
-    metrics = train_sft(params.sft, params.sft.out, report_dir)
+def _publish(name: str, metrics: dict, report: Path) -> None:
     rows = "\n".join(f"| {k} | {v} |" for k, v in metrics.items())
-    publish_markdown("sft-training", f"| figure | value |\n|---|---|\n{rows}\n")
-    publish_image("sft-training-curve", Path(report_dir) / "curve.png")
-    print(metrics)
-    return metrics
+    publish_markdown(f"{name}-training", f"| figure | value |\n|---|---|\n{rows}\n")
+    publish_image(f"{name}-training-curve", report / "curve.png")
+
+
+@flow(name="train", log_prints=True)
+def train_flow(
+    params_path: str | None = None,
+    report_dir: str = "results/training",
+    trees_path: str = "data/trees/trees.jsonl",
+) -> dict:
+    params = params_from(params_path)
+    sft = train_sft(params.sft, params.sft.out, Path(report_dir) / "sft")
+    _publish("sft", sft, Path(report_dir) / "sft")
+    params.grpo.base_model = params.sft.out
+    grpo = train_grpo(params, params.grpo.out, Path(report_dir) / "grpo", read_trees(trees_path))
+    _publish("grpo", grpo, Path(report_dir) / "grpo")
+    print({"sft": sft, "grpo": grpo})
+    return {"sft": sft, "grpo": grpo, "last_loss": sft["last_loss"]}
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 from tests.test_flows import SMALL
 
 BIN = Path(sys.executable).parent
-STAGES = ["profile", "sft_data", "train", "rollouts", "rewards", "policies", "evaluate"]
+STAGES = ["profile", "sft_data", "rollouts", "train", "rewards", "policies", "evaluate"]
 
 
 def tracked_files() -> list[str]:
@@ -72,6 +72,10 @@ def test_dvc_repro_runs_once_then_only_what_changed(tmp_path):
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     assert repro(repo, env) == ["evaluate"]
 
-    params["policy_training"]["epochs"] += 1  # a training param: training and what follows
+    params["sft"]["learning_rate"] *= 2  # a training param: only training re-runs
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))
+    assert repro(repo, env) == ["train"]
+
+    params["policy_training"]["epochs"] += 1  # the learned policies' training, and evaluate
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     assert repro(repo, env) == ["policies", "evaluate"]

@@ -14,6 +14,7 @@ SMALL = {
     "profile": {"n_tasks": 10},
     "sft_data": {"n_tasks": 20},
     "sft": {"max_steps": 1, "max_examples": 2},
+    "grpo": {"max_steps": 1, "max_completion_length": 8, "tasks": 2},
     "rollouts": {"shards": 2, "episodes_per_shard": 10, "tree_tasks": 5},
     "policy_training": {"n_tasks": 60, "epochs": 4, "knn_reference_rows": 200},
     "evaluate": {"n": 10, "policies": ["greedy", "graph", "oracle"]},
@@ -76,8 +77,12 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
         "models/sft/config.json",
         "models/sft/model.safetensors",
         "models/sft/README.md",
-        "results/training/curve.png",
-        "results/training/metrics.json",
+        "models/grpo/config.json",
+        "models/grpo/README.md",
+        "results/training/sft/curve.png",
+        "results/training/sft/metrics.json",
+        "results/training/grpo/curve.png",
+        "results/training/grpo/metrics.json",
     ):
         assert (tmp_path / path).is_file(), path
     assert (tmp_path / "results/pareto.png").read_bytes()[:4] == b"\x89PNG"
@@ -95,6 +100,8 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
         "policy-training",
         "sft-training",
         "sft-training-curve",
+        "grpo-training",
+        "grpo-training-curve",
         "tree-rollouts",
     } <= artifact_keys()
 

@@ -119,3 +119,56 @@ def test_easy_policy_over_the_openai_api_asks_for_the_plan_schema(params: Params
     body = server.requests[0]["body"]
     assert body["response_format"]["json_schema"]["schema"] == plan_schema()
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+def test_sim_reward_plays_a_completion_from_its_tree_node(params: Params) -> None:
+    from easy_core.policies import get_policy
+    from easy_core.prompting import plan_text
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+    from easy_core.training.grpo import SimReward, tree_prompts
+
+    small = params.model_copy(update={"grpo": params.grpo.model_copy(update={"tasks": 3})})
+    rows = tree_prompts(small)
+    assert rows and {r["task_index"] for r in rows} <= {0, 1, 2}
+    reward = SimReward(small)
+    task = reward.tasks[0]
+    # greedy's own first plan, played from the root, earns greedy's episode reward
+    greedy = run_synchronously(
+        reward.runner.run(task, get_policy("greedy"), small.grpo.seed, DiscreteEventClock())
+    )
+    first = plan_text(greedy.milestones[0].plan)
+    assert reward.score(first, 0, []) == pytest.approx(greedy.reward.total)
+    assert reward.score("not a plan", 0, []) == 0.0
+    assert reward.score('{"milestone": "m", "steps": []}', 0, []) == 0.0  # nothing planned
+    scores = reward(
+        prompts=[r["prompt"] for r in rows[:2]],
+        completions=[[{"role": "assistant", "content": first}]] * 2,
+        task_index=[0, 0],
+        prefix=["[]", "[]"],
+    )
+    assert scores == [pytest.approx(greedy.reward.total)] * 2
+
+
+def test_grpo_takes_a_real_step_on_tree_prompts(checkpoint, params: Params, tmp_path) -> None:
+    from easy_core.training.grpo import train_grpo
+
+    out, _ = checkpoint
+    small = params.model_copy(
+        update={
+            "grpo": params.grpo.model_copy(
+                update={
+                    "base_model": str(out),
+                    "tasks": 1,
+                    "max_steps": 1,
+                    "max_completion_length": 24,
+                }
+            )
+        }
+    )
+    metrics = train_grpo(small, tmp_path / "grpo")
+    assert (tmp_path / "grpo" / "model.safetensors").is_file()
+    assert "GRPO" in (tmp_path / "grpo" / "README.md").read_text()
+    curve = json.loads((tmp_path / "grpo" / "curve.json").read_text())
+    assert [c["step"] for c in curve] == [1]
+    # 24 tokens cannot hold a plan: every completion of the group scored 0
+    assert metrics["last_reward"] == 0.0 and metrics["group_size"] == small.rollouts.tree_k

@@ -127,6 +127,9 @@ def train_sft(
         if "loss" in entry
     ]
     final = trainer.model.merge_and_unload() if sft.lora else trainer.model
+    # Trainers switch the KV cache off for training; a checkpoint without it generates one
+    # full forward pass per token (hundreds of times slower).
+    final.config.use_cache = True
     final.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     shutil.rmtree(staging / "trainer", ignore_errors=True)
@@ -151,7 +154,12 @@ def train_sft(
     return metrics
 
 
-def plot_curve(curve: list[dict[str, float]], path: Path) -> None:
+def plot_curve(
+    curve: list[dict[str, float]],
+    path: Path,
+    ylabel: str = "SFT loss (answer tokens)",
+    title: str = "SFT warm start",
+) -> None:
     try:
         import matplotlib
 
@@ -162,8 +170,8 @@ def plot_curve(curve: list[dict[str, float]], path: Path) -> None:
     figure, axis = plt.subplots(figsize=(5, 3.2))
     axis.plot([c["step"] for c in curve], [c["loss"] for c in curve], marker="o")
     axis.set_xlabel("step")
-    axis.set_ylabel("SFT loss (answer tokens)")
-    axis.set_title("SFT warm start")
+    axis.set_ylabel(ylabel)
+    axis.set_title(title)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)

@@ -1,0 +1,254 @@
+"""GRPO on tree rollouts with TRL's GRPOTrainer (no hand-written policy gradient).
+
+Prompts are the decision states of tree rollouts (`tree_rollouts`): the root of each task's
+tree and its inner nodes, each rendered as the orchestrator sees it (cards, task, the milestone
+history of that branch). GRPO samples `num_generations` answers per prompt: the sibling group of
+that node. The reward hook scores each answer in the simulator: an answer that is not a valid
+plan gets 0; a valid one is played from the node's state (the branch's earlier plans replayed,
+deterministically, then this answer, then `greedy` to the end) and gets the episode's reward.
+
+Output like the SFT stage: checkpoint (`save_pretrained`, tokenizer, model card with the params
+and the data), the reward curve per step.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from easy_core.errors import ConfigError, PlanError
+from easy_core.evaluation import load_pool
+from easy_core.graph import parse_plan, validate_plan
+from easy_core.params import Params
+from easy_core.policies import get_policy
+from easy_core.policies.base import EpisodeState
+from easy_core.prompting import plan_text, render_messages
+from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+from easy_core.runtime.episode import EpisodeRunner
+from easy_core.schemas import Plan
+from easy_core.storage import atomic_write_text, write_json
+from easy_core.suites.sim import SimSuite
+from easy_core.training.sft import plot_curve
+from easy_core.tree_rollouts import TaskTree, TreeNode, grow_tree
+
+
+class ScriptedPolicy:
+    """Plays given turns in order, then hands over to another policy."""
+
+    def __init__(self, turns: list[Plan | str], then: str = "greedy"):
+        self.turns = turns
+        self.then = get_policy(then)
+        self.name = "scripted"
+
+    async def act(self, state: EpisodeState) -> Plan | str:
+        played = state.scratch.get("scripted_turns", 0)
+        if played < len(self.turns):
+            state.scratch["scripted_turns"] = played + 1
+            return self.turns[played]
+        return await self.then.act(state)
+
+
+def read_trees(path: str | Path) -> list[TaskTree]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"tree rollouts {path} not found; grow them with `dvc repro rollouts`")
+    return [TaskTree.model_validate_json(line) for line in path.read_text().splitlines()]
+
+
+def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[dict[str, Any]]:
+    """GRPO prompts from the decision states (root and inner nodes) of tree rollouts: stored
+    trees when given (the rollouts stage's), else trees grown here with params.rollouts."""
+    config = params.grpo
+    pool = load_pool(params.rollouts.pool, params)
+    tasks = list(SimSuite(params.sim).tasks("train", config.tasks, params.rollouts.seed))
+    if trees is None:
+        runner = EpisodeRunner(pool, params, SimSuite.check)
+        policy = get_policy(params.rollouts.tree_policy)
+        trees = [
+            grow_tree(
+                runner,
+                policy,
+                task,
+                params.rollouts.seed,
+                params.rollouts.tree_k,
+                params.rollouts.tree_depth,
+            )
+            for task in tasks
+        ]
+    by_id = {task.id: i for i, task in enumerate(tasks)}
+    rows = []
+    for tree in trees:
+        index = by_id.get(tree.task_id)
+        if index is None:
+            continue  # beyond grpo.tasks
+        below: dict[int, list[TreeNode]] = {}
+        for node in tree.nodes:
+            if node.parent is not None:
+                below.setdefault(node.parent, []).append(node)
+        for node in tree.nodes:
+            if node.leaf is not None or node.id not in below or node.depth >= config.tree_depth:
+                continue
+            leaf = node
+            while leaf.leaf is None:
+                leaf = below[leaf.id][0]
+            prefix = leaf.leaf.milestones[: node.depth]
+            if len(prefix) < node.depth:
+                continue  # a repair turn on the way: no plan to replay
+            rows.append(
+                {
+                    "prompt": render_messages(tasks[index], pool.profiles, prefix),
+                    "task_index": index,
+                    "prefix": json.dumps([plan_text(m.plan) for m in prefix]),
+                }
+            )
+    return rows
+
+
+class SimReward:
+    """TRL reward hook: the episode reward of each completion, played in the simulator."""
+
+    __name__ = "sim_reward"
+
+    def __init__(self, params: Params):
+        self.params = params
+        self.pool = load_pool(params.rollouts.pool, params)
+        self.runner = EpisodeRunner(self.pool, params, SimSuite.check)
+        self.tasks = list(SimSuite(params.sim).tasks("train", params.grpo.tasks, params.grpo.seed))
+        self.names = set(self.pool.executors)
+
+    def score(self, text: str, task_index: int, prefix: list[str]) -> float:
+        task = self.tasks[task_index]
+        try:
+            plan = parse_plan(text)
+            validate_plan(plan, self.names, subtask_ids=task.subtask_index)
+        except PlanError:
+            return 0.0
+        policy = ScriptedPolicy([*prefix, text])
+        trajectory = run_synchronously(
+            self.runner.run(task, policy, self.params.grpo.seed, DiscreteEventClock())
+        )
+        return trajectory.reward.total
+
+    def __call__(
+        self, prompts: list, completions: list, task_index: list[int], prefix: list[str], **_: Any
+    ) -> list[float]:
+        rewards = []
+        for completion, index, steps in zip(completions, task_index, prefix, strict=True):
+            text = completion[0]["content"] if isinstance(completion, list) else completion
+            rewards.append(self.score(text, index, json.loads(steps)))
+        return rewards
+
+
+def train_grpo(
+    params: Params,
+    out_dir: str | Path | None = None,
+    report_dir: str | Path | None = None,
+    trees: list[TaskTree] | None = None,
+) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from easy_core.training.models import load_orchestrator
+    from easy_core.training.sft import freeze_lower_layers
+
+    config = params.grpo
+    out = Path(out_dir or config.out)
+    rows = tree_prompts(params, trees)
+    if not rows:
+        raise ConfigError("no decision states in the tree rollouts to train on")
+    base, tokenizer = load_orchestrator(config.base_model, config.threads)
+    model = type(base)(base.config)
+    model.load_state_dict(base.state_dict())
+    model.config.use_cache = True  # generation in the trainer needs the KV cache
+    trainable = freeze_lower_layers(model, 0 if config.lora else config.train_layers)
+    peft_config = None
+    if config.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=config.lora_r,
+            lora_alpha=2 * config.lora_r,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+    staging = out.with_name(out.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    args = GRPOConfig(
+        output_dir=str(staging / "trainer"),
+        max_steps=config.max_steps,
+        learning_rate=config.learning_rate,
+        beta=config.beta,
+        num_generations=params.rollouts.tree_k,
+        per_device_train_batch_size=params.rollouts.tree_k * config.prompts_per_step,
+        max_completion_length=config.max_completion_length,
+        temperature=config.temperature,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        gradient_checkpointing=False,
+        seed=config.seed,
+        use_vllm=config.use_vllm,
+        generation_kwargs={"use_cache": True},
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[SimReward(params)],
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    started = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - started
+    curve = [
+        {"step": e["step"], "loss": e.get("loss", 0.0), "reward": e["reward"]}
+        for e in trainer.state.log_history
+        if "reward" in e
+    ]
+    final = trainer.model.merge_and_unload() if config.lora else trainer.model
+    final.config.use_cache = True
+    final.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    shutil.rmtree(staging / "trainer", ignore_errors=True)
+    metrics = {
+        "base_model": config.base_model,
+        "prompts": len(rows),
+        "steps": config.max_steps,
+        "group_size": params.rollouts.tree_k,
+        "trainable_parameters": trainable,
+        "train_seconds": seconds,
+        "first_reward": curve[0]["reward"] if curve else None,
+        "last_reward": curve[-1]["reward"] if curve else None,
+    }
+    card = (
+        "---\nlibrary_name: transformers\ntags: [easy, orchestrator, grpo, trl]\n---\n\n"
+        f"# easy orchestrator, GRPO from {config.base_model}\n\nTRL GRPOTrainer on "
+        f"{len(rows)} decision states of tree rollouts (K={params.rollouts.tree_k}, prompts "
+        f"to depth {config.tree_depth}); reward: the simulator's episode reward.\n\n"
+        "Per step: "
+        + ", ".join(f"{c['reward']:.3f}" for c in curve)
+        + "\n\nParams:\n"
+        + "\n".join(f"- {k}: {v}" for k, v in config.model_dump().items())
+        + "\n"
+    )
+    atomic_write_text(staging / "README.md", card)
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+    report = Path(report_dir) if report_dir is not None else out
+    write_json(report / "metrics.json", metrics)
+    atomic_write_text(report / "curve.json", json.dumps(curve, indent=1))
+    plot_curve(
+        [{"step": c["step"], "loss": c["reward"]} for c in curve],
+        report / "curve.png",
+        ylabel="mean reward of the group",
+        title="GRPO on tree rollouts",
+    )
+    return metrics
