@@ -172,3 +172,13 @@ def test_grpo_takes_a_real_step_on_tree_prompts(checkpoint, params: Params, tmp_
     assert [c["step"] for c in curve] == [1]
     # 24 tokens cannot hold a plan: every completion of the group scored 0
     assert metrics["last_reward"] == 0.0 and metrics["group_size"] == small.rollouts.tree_k
+
+
+def test_the_gpu_profile_differs_from_the_cpu_default_only_in_training() -> None:
+    from easy_core.params import load_params
+    from tests.conftest import ROOT
+
+    cpu = load_params(ROOT / "params.yaml").model_dump()
+    gpu = load_params(ROOT / "params.gpu.yaml").model_dump()
+    assert {k for k in cpu if cpu[k] != gpu[k]} == {"sft", "grpo", "orchestrator"}
+    assert gpu["grpo"]["use_vllm"] and gpu["orchestrator"]["backend"] == "openai"
