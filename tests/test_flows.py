@@ -14,7 +14,7 @@ SMALL = {
     "profile": {"n_tasks": 10},
     "sft_data": {"n_tasks": 20},
     "sft": {"max_steps": 1, "max_examples": 2},
-    "grpo": {"max_steps": 1, "max_completion_length": 8, "tasks": 2},
+    "grpo": {"max_steps": 1, "max_completion_length": 16, "tasks": 2},
     "rollouts": {"shards": 2, "episodes_per_shard": 10, "tree_tasks": 5},
     "policy_training": {"n_tasks": 60, "epochs": 4, "knn_reference_rows": 200},
     "evaluate": {"n": 10, "policies": ["greedy", "graph", "oracle"]},
