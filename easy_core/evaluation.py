@@ -121,7 +121,10 @@ def collector_paused() -> Iterator[None]:
 def _setup(spec: EvalSpec, params: Params) -> tuple[Suite, ExecutorPool, EpisodeRunner]:
     suite = get_suite(spec.suite, params)
     pool = load_pool(spec.pool, params)
-    get_policy(spec.policy)  # fail on an unknown name before any work
+    policy = get_policy(spec.policy)  # fail on an unknown name before any work
+    prepare = getattr(policy, "prepare", None)
+    if prepare is not None:  # a learned policy: fail on a missing model before any work
+        prepare(params)
     return suite, pool, EpisodeRunner(pool, params, suite.check, sequential=spec.sequential)
 
 

@@ -128,9 +128,8 @@ def test_a_missing_model_is_a_clear_error(params: Params, tmp_path: Path) -> Non
         missing = params.model_copy(
             update={"policies": params.policies.model_copy(update={field: str(tmp_path / "none")})}
         )
-        _, trajectories = evaluate(EvalSpec("sim", policy, SIM_DEFAULT, 1, 0), missing)
-        assert trajectories[0].end_reason == "policy_error"
-        assert "easy train-policy" in trajectories[0].end_detail
+        with pytest.raises(ConfigError, match="easy train-policy"):
+            evaluate(EvalSpec("sim", policy, SIM_DEFAULT, 1, 0), missing)
 
 
 def test_budgeted_choice_downgrades_to_fit_the_budget() -> None:

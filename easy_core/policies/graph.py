@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from easy_core.errors import ConfigError
-from easy_core.params import PolicyTrainingParams
+from easy_core.params import Params, PolicyTrainingParams
 from easy_core.policies.base import EpisodeState
 from easy_core.policies.baselines import SubtaskPolicy, estimates
 from easy_core.policies.budgeted import Candidate, choose
@@ -284,6 +284,10 @@ def predict_success(
 class GraphPolicy(SubtaskPolicy):
     name = "graph"
     escalate = True
+
+    def prepare(self, params: Params) -> None:
+        """Load the network now: a missing model is a ConfigError naming the command."""
+        load_dispatcher(params.policies.graph_model)
 
     def chooser(self, state: EpisodeState) -> Callable[[Subtask], str]:
         task = state.task

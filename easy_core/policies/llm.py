@@ -19,7 +19,7 @@ import zlib
 from typing import Any
 
 from easy_core.errors import ConfigError
-from easy_core.params import OrchestratorParams
+from easy_core.params import OrchestratorParams, Params
 from easy_core.policies.base import EpisodeState
 from easy_core.prompting import render_messages
 from easy_core.schemas import Plan
@@ -97,6 +97,13 @@ def generate_openai(
 
 class LLMPolicy:
     name = "easy"
+
+    def prepare(self, params: Params) -> None:
+        """In process: load the model now (a missing checkpoint is a ConfigError)."""
+        if params.orchestrator.backend == "hf":
+            from easy_core.training.models import load_orchestrator
+
+            load_orchestrator(params.orchestrator.model, params.orchestrator.threads)
 
     async def act(self, state: EpisodeState) -> str:
         settings = state.params.orchestrator

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from easy_core.errors import ConfigError
-from easy_core.params import PolicyTrainingParams
+from easy_core.params import Params, PolicyTrainingParams
 from easy_core.policies.base import EpisodeState
 from easy_core.policies.baselines import SubtaskPolicy, downstream, estimates, latest_results
 from easy_core.policies.budgeted import Candidate, choose
@@ -269,6 +269,10 @@ def in_time(options: list[Candidate], remaining_s: float) -> list[Candidate]:
 class ProgressPolicy(SubtaskPolicy):
     name = "progress"
     escalate = True
+
+    def prepare(self, params: Params) -> None:
+        """Load the predictor now: a missing model is a ConfigError naming the command."""
+        GainPredictor.load(params.policies.progress_model)
 
     def predictor(self, state: EpisodeState) -> Callable[[np.ndarray], np.ndarray]:
         return GainPredictor.load(state.params.policies.progress_model).predict
