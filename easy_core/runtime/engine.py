@@ -239,12 +239,19 @@ class LocalEngine:
         return await schedule.run()
 
 
-class _Schedule:
-    """One plan's execution: the ready heap, the steps in flight, and their results."""
+class PlanSchedule:
+    """What every engine's run of one plan shares: dependency counts and the ready heap (steps
+    by plan order), results, the latency chain behind `critical_path_s`, the stop reason, and
+    waiting for the end (an asyncio future, or the discrete-event clock running until done).
+
+    A subclass keeps its calls in `in_flight` and provides `_pump` (launch what is ready;
+    `_resolve` once nothing can happen any more) and `_cancel_in_flight` (cut off at the
+    deadline, each cut-off step `_finish`ed with its result)."""
+
+    in_flight: Mapping[str, object]
 
     def __init__(
         self,
-        engine: LocalEngine,
         plan: Plan,
         session: PoolSession,
         task: Task,
@@ -254,7 +261,6 @@ class _Schedule:
         origin: float | None,
         deadline: float | None,
     ):
-        self.engine = engine
         self.steps = plan.steps
         self.session = session
         self.task = task
@@ -275,7 +281,6 @@ class _Schedule:
                     self.children[dep].append(step.id)
         self.ready = [self.index[sid] for sid, count in self.waiting.items() if count == 0]
         heapq.heapify(self.ready)
-        self.in_flight: dict[str, _Flight] = {}
         self.chain: dict[str, float] = {}  # longest latency chain ending at each finished step
         self.stop_reason: StopReason | None = None
         self.stop_detail = ""
@@ -310,6 +315,58 @@ class _Schedule:
             self.stop_detail,
             max(self.chain.values(), default=0.0),
         )
+
+    def _pump(self) -> None:
+        raise NotImplementedError
+
+    async def _cancel_in_flight(self) -> None:
+        raise NotImplementedError
+
+    def _finish(self, step_id: str, result: StepResult) -> None:
+        """Record a step's result; dependents whose last dependency it was become ready."""
+        self.results[step_id] = result
+        step = self.steps[self.index[step_id]]
+        chain = self.chain
+        chain[step_id] = result.latency_s + max(
+            (chain[dep] for dep in step.depends_on if dep in chain), default=0.0
+        )
+        for child in self.children[step_id]:
+            self.waiting[child] -= 1
+            if self.waiting[child] == 0:
+                heapq.heappush(self.ready, self.index[child])
+
+    def _stop(self, reason: StopReason, detail: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_detail = reason, detail
+
+    def _resolve(self) -> None:
+        if not self.finished:
+            self.finished = True
+            if self.done is not None:
+                self.done.set_result(None)
+
+    def _result_of(self, step_id: str) -> StepResult:
+        return self.results.get(step_id) or self.prior[step_id]
+
+
+class _Schedule(PlanSchedule):
+    """One plan's run by the local engine: steps in flight, retries, fallbacks, breakers."""
+
+    def __init__(
+        self,
+        engine: LocalEngine,
+        plan: Plan,
+        session: PoolSession,
+        task: Task,
+        seed: int,
+        prior: Mapping[str, StepResult],
+        clock: Clock,
+        origin: float | None,
+        deadline: float | None,
+    ):
+        super().__init__(plan, session, task, seed, prior, clock, origin, deadline)
+        self.engine = engine
+        self.in_flight: dict[str, _Flight] = {}
 
     # ---------------------------------------------------------------- scheduling
 
@@ -384,18 +441,6 @@ class _Schedule:
             )
         else:
             self._start_task(flight)
-
-    def _finish(self, step_id: str, result: StepResult) -> None:
-        self.results[step_id] = result
-        step = self.steps[self.index[step_id]]
-        chain = self.chain
-        chain[step_id] = result.latency_s + max(
-            (chain[dep] for dep in step.depends_on if dep in chain), default=0.0
-        )
-        for child in self.children[step_id]:
-            self.waiting[child] -= 1
-            if self.waiting[child] == 0:
-                heapq.heappush(self.ready, self.index[child])
 
     def _complete(self, flight: _Flight, result: StepResult) -> None:
         """A call ended (on the loop): settle it and free its slot; then retry or fall back if
@@ -544,16 +589,6 @@ class _Schedule:
             ),
         )
 
-    def _stop(self, reason: StopReason, detail: str) -> None:
-        if self.stop_reason is None:
-            self.stop_reason, self.stop_detail = reason, detail
-
-    def _resolve(self) -> None:
-        if not self.finished:
-            self.finished = True
-            if self.done is not None:
-                self.done.set_result(None)
-
     # ---------------------------------------------------------------- running a step
 
     def _start_simulated(
@@ -674,9 +709,6 @@ class _Schedule:
         self.in_flight.clear()
 
     # ---------------------------------------------------------------- inputs
-
-    def _result_of(self, step_id: str) -> StepResult:
-        return self.results.get(step_id) or self.prior[step_id]
 
     def _request(self, step: Step, executor_name: str) -> StepRequest:
         inputs = tuple(self._result_of(dep) for dep in step.depends_on)

@@ -50,10 +50,10 @@ from typing import Any
 from easy_core.executors.base import Executor, StepRequest
 from easy_core.executors.pool import ExecutorSlots, PoolSession
 from easy_core.params import Params
-from easy_core.runtime.clock import Cancellable, Clock, DiscreteEventClock
+from easy_core.runtime.clock import Cancellable, Clock
 from easy_core.runtime.engine import (
     PlanOutcome,
-    StopReason,
+    PlanSchedule,
     blocked_reason,
     build_request,
     estimate_call,
@@ -157,7 +157,7 @@ class SpeculativeEngine:
         return await schedule.run()
 
 
-class _Schedule:
+class _Schedule(PlanSchedule):
     """One plan's execution: ready heap, calls in flight, stragglers waiting for a worker."""
 
     def __init__(
@@ -172,65 +172,12 @@ class _Schedule:
         origin: float | None,
         deadline: float | None,
     ):
+        super().__init__(plan, session, task, seed, prior, clock, origin, deadline)
         self.engine = engine
         self.stats = engine.stats
-        self.steps = plan.steps
-        self.session = session
-        self.task = task
-        self.seed = seed
-        self.prior = prior
-        self.clock = clock
-        self.discrete = isinstance(clock, DiscreteEventClock)
-        self.origin = clock.time() if origin is None else origin
-        self.deadline = deadline
-        self.results: dict[str, StepResult] = {}
-        self.index = {step.id: i for i, step in enumerate(self.steps)}
-        self.waiting = dict.fromkeys(self.index, 0)
-        self.children: dict[str, list[str]] = {step.id: [] for step in self.steps}
-        for step in self.steps:
-            for dep in step.depends_on:
-                if dep in self.index:
-                    self.waiting[step.id] += 1
-                    self.children[dep].append(step.id)
-        self.ready = [self.index[sid] for sid, count in self.waiting.items() if count == 0]
-        heapq.heapify(self.ready)
-        self.running: dict[str, _Run] = {}
+        self.in_flight: dict[str, _Run] = {}
         self.stragglers: list[_Run] = []  # past their threshold, waiting for a worker or slot
         self.busy = 0  # calls in flight: the workers taken
-        self.chain: dict[str, float] = {}
-        self.stop_reason: StopReason | None = None
-        self.stop_detail = ""
-        self.finished = False
-        self.done: asyncio.Future[None] | None = None
-        if not self.discrete:
-            self.done = clock.create_future()  # type: ignore[attr-defined]
-
-    async def run(self) -> PlanOutcome:
-        clock = self.clock
-        timer = None
-        if self.deadline is not None:
-            timer = clock.call_at(self.deadline, self._resolve)
-        self._pump()
-        if self.done is not None:
-            await self.done
-        else:
-            clock.run_until(lambda: self.finished)  # type: ignore[attr-defined]
-        if timer is not None:
-            timer.cancel()
-        if self.running or (self.ready and self.stop_reason is None):  # woken by the deadline
-            self._stop("time_budget", "time budget reached")
-            await self._cancel_at_deadline()
-        now = clock.time() - self.origin
-        reason = f"not started: {self.stop_reason}" if self.stop_reason else "not started"
-        for step in self.steps:
-            if step.id not in self.results:
-                self.results[step.id] = skipped_result(step, reason, now)
-        return PlanOutcome(
-            [self.results[step.id] for step in self.steps],
-            self.stop_reason,
-            self.stop_detail,
-            max(self.chain.values(), default=0.0),
-        )
 
     # ---------------------------------------------------------------- dispatch
 
@@ -244,18 +191,18 @@ class _Schedule:
             self._dispatch(self.steps[heapq.heappop(self.ready)])
         if self.stragglers and self.stop_reason is None and self.busy < limit:
             self.stragglers = [run for run in self.stragglers if not self._speculate(run)]
-        if not self.running and (not self.ready or self.stop_reason is not None):
+        if not self.in_flight and (not self.ready or self.stop_reason is not None):
             self._resolve()
 
     def _dispatch(self, step: Step) -> None:
         now = self.clock.time()
         blocked = blocked_reason(step, self._result_of)
         if blocked is not None:
-            self._finish(step, skipped_result(step, blocked, now - self.origin))
+            self._finish(step.id, skipped_result(step, blocked, now - self.origin))
             return
         if self.deadline is not None and now >= self.deadline:
             self._stop("time_budget", "time budget reached")
-            self._finish(step, skipped_result(step, self.stop_detail, now - self.origin))
+            self._finish(step.id, skipped_result(step, self.stop_detail, now - self.origin))
             return
         executor = self.session.executor(step.executor)
         inputs = tuple(self._result_of(dep) for dep in step.depends_on)
@@ -271,10 +218,10 @@ class _Schedule:
                 f"${ledger.remaining_usd:.6f} of the ${ledger.budget_usd:.6f} budget is left",
             )
             reason = "cost budget: " + self.stop_detail
-            self._finish(step, skipped_result(step, reason, now - self.origin))
+            self._finish(step.id, skipped_result(step, reason, now - self.origin))
             return
         run = _Run(step)
-        self.running[step.id] = run
+        self.in_flight[step.id] = run
         self.stats.steps += 1
         self._launch(run, request, executor, step.executor, bound, expected, copy=False)
 
@@ -287,7 +234,7 @@ class _Schedule:
     def _speculate(self, run: _Run) -> bool:
         """Launch the straggler's copy if a worker and a slot of its executor are free; True
         when the straggler is dealt with (copied, refused, or already over)."""
-        if run.step.id not in self.running or run.speculated or not run.calls:
+        if run.step.id not in self.in_flight or run.speculated or not run.calls:
             return True
         if self.busy >= self.engine.worker_limit:
             return False
@@ -449,8 +396,8 @@ class _Schedule:
             updates["latency_s"] = now - first
         # Plain attribute writes (no validation needed), as in LocalEngine.
         result.__dict__.update(updates)
-        del self.running[step.id]
-        self._finish(step, result)
+        del self.in_flight[step.id]
+        self._finish(step.id, result)
         if not self.finished:
             self._pump()
 
@@ -496,15 +443,15 @@ class _Schedule:
         profile = executor.profile
         return profile.cost_usd(tokens_in, 0) + share * profile.cost_usd(0, tokens_out)
 
-    async def _cancel_at_deadline(self) -> None:
+    async def _cancel_in_flight(self) -> None:
         """Cancel every call in flight; a step ends failed, charged for what its calls used."""
-        tasks = [c.task for run in self.running.values() for c in run.calls if c.task is not None]
+        tasks = [c.task for run in self.in_flight.values() for c in run.calls if c.task is not None]
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         now = self.clock.time()
-        runs = list(self.running.values())
+        runs = list(self.in_flight.values())
         # Leave the slot queues first, so freed slots are not handed to calls being cancelled.
         for run in runs:
             for call in [c for c in run.calls if not c.has_slot]:
@@ -528,33 +475,9 @@ class _Schedule:
                 attempts=2 if run.speculated else 1,
                 faults=run.faults,
             )
-            self._finish(step, result)
-        self.running.clear()
+            self._finish(step.id, result)
+        self.in_flight.clear()
         self.stragglers.clear()
-
-    def _finish(self, step: Step, result: StepResult) -> None:
-        self.results[step.id] = result
-        chain = self.chain
-        chain[step.id] = result.latency_s + max(
-            (chain[dep] for dep in step.depends_on if dep in chain), default=0.0
-        )
-        for child in self.children[step.id]:
-            self.waiting[child] -= 1
-            if self.waiting[child] == 0:
-                heapq.heappush(self.ready, self.index[child])
-
-    def _stop(self, reason: StopReason, detail: str) -> None:
-        if self.stop_reason is None:
-            self.stop_reason, self.stop_detail = reason, detail
-
-    def _resolve(self) -> None:
-        if not self.finished:
-            self.finished = True
-            if self.done is not None:
-                self.done.set_result(None)
-
-    def _result_of(self, step_id: str) -> StepResult:
-        return self.results.get(step_id) or self.prior[step_id]
 
 
 # -------------------------------------------------------------------- benchmark
