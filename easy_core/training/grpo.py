@@ -14,7 +14,6 @@ and the data), the reward curve per step.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,13 @@ from easy_core.prompting import plan_text, render_messages
 from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.schemas import Plan
-from easy_core.storage import atomic_write_text, write_json
 from easy_core.suites.sim import SimSuite
-from easy_core.training.sft import plot_curve
+from easy_core.training.checkpoints import (
+    publish_checkpoint,
+    staging_dir,
+    trainable_copy,
+    write_report,
+)
 from easy_core.tree_rollouts import TaskTree, TreeNode, grow_tree
 
 
@@ -152,31 +155,20 @@ def train_grpo(
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from easy_core.training.models import load_orchestrator
-    from easy_core.training.sft import freeze_lower_layers
-
     config = params.grpo
     out = Path(out_dir or config.out)
     rows = tree_prompts(params, trees)
     if not rows:
         raise ConfigError("no decision states in the tree rollouts to train on")
-    base, tokenizer = load_orchestrator(config.base_model, config.threads)
-    model = type(base)(base.config)
-    model.load_state_dict(base.state_dict())
-    model.config.use_cache = True  # generation in the trainer needs the KV cache
-    trainable = freeze_lower_layers(model, 0 if config.lora else config.train_layers)
-    peft_config = None
-    if config.lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=config.lora_r,
-            lora_alpha=2 * config.lora_r,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        )
-    staging = out.with_name(out.name + ".tmp")
-    shutil.rmtree(staging, ignore_errors=True)
+    model, tokenizer, trainable, peft_config = trainable_copy(
+        config.base_model,
+        config.threads,
+        config.train_layers,
+        config.lora,
+        config.lora_r,
+        2 * config.lora_r,
+    )
+    staging = staging_dir(out)
     args = GRPOConfig(
         output_dir=str(staging / "trainer"),
         max_steps=config.max_steps,
@@ -212,11 +204,6 @@ def train_grpo(
         for e in trainer.state.log_history
         if "reward" in e
     ]
-    final = trainer.model.merge_and_unload() if config.lora else trainer.model
-    final.config.use_cache = True
-    final.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    shutil.rmtree(staging / "trainer", ignore_errors=True)
     metrics = {
         "base_model": config.base_model,
         "prompts": len(rows),
@@ -238,17 +225,9 @@ def train_grpo(
         + "\n".join(f"- {k}: {v}" for k, v in config.model_dump().items())
         + "\n"
     )
-    atomic_write_text(staging / "README.md", card)
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+    publish_checkpoint(trainer, tokenizer, config.lora, staging, out, card)
     report = Path(report_dir) if report_dir is not None else out
-    write_json(report / "metrics.json", metrics)
-    atomic_write_text(report / "curve.json", json.dumps(curve, indent=1))
-    plot_curve(
-        [{"step": c["step"], "loss": c["reward"]} for c in curve],
-        report / "curve.png",
-        ylabel="mean reward of the group",
-        title="GRPO on tree rollouts",
+    write_report(
+        report, metrics, curve, "reward", "mean reward of the group", "GRPO on tree rollouts"
     )
     return metrics

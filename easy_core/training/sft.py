@@ -16,14 +16,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from easy_core.errors import ConfigError
 from easy_core.params import SftParams
-from easy_core.storage import atomic_write_text, write_json
+from easy_core.training.checkpoints import (
+    publish_checkpoint,
+    staging_dir,
+    trainable_copy,
+    write_report,
+)
 
 
 def load_examples(path: str | Path, limit: int) -> list[dict[str, Any]]:
@@ -49,18 +53,6 @@ def file_hash(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
-def freeze_lower_layers(model: Any, train_layers: int) -> int:
-    """Train only the top `train_layers` decoder layers and the final norm (0: everything);
-    returns the number of trainable parameters."""
-    if train_layers > 0:
-        layers = model.model.layers
-        keep = {id(p) for layer in layers[-train_layers:] for p in layer.parameters()}
-        keep |= {id(p) for p in model.model.norm.parameters()}
-        for parameter in model.parameters():
-            parameter.requires_grad = id(parameter) in keep
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def train_sft(
     sft: SftParams, out_dir: str | Path | None = None, report_dir: str | Path | None = None
 ) -> dict[str, Any]:
@@ -70,28 +62,14 @@ def train_sft(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from easy_core.training.models import load_orchestrator
-
     out = Path(out_dir or sft.out)
     examples = load_examples(sft.data, sft.max_examples)
     os.environ.setdefault("OMP_NUM_THREADS", str(sft.threads))
     torch.manual_seed(sft.seed)
-    base, tokenizer = load_orchestrator(sft.base_model, sft.threads)
-    model = type(base)(base.config)  # a fresh copy: the cached base stays untouched
-    model.load_state_dict(base.state_dict())
-    trainable = freeze_lower_layers(model, 0 if sft.lora else sft.train_layers)
-    peft_config = None
-    if sft.lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=sft.lora_r,
-            lora_alpha=sft.lora_alpha,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        )
-    staging = out.with_name(out.name + ".tmp")
-    shutil.rmtree(staging, ignore_errors=True)
+    model, tokenizer, trainable, peft_config = trainable_copy(
+        sft.base_model, sft.threads, sft.train_layers, sft.lora, sft.lora_r, sft.lora_alpha
+    )
+    staging = staging_dir(out)
     config = SFTConfig(
         output_dir=str(staging / "trainer"),
         max_steps=sft.max_steps,
@@ -126,13 +104,6 @@ def train_sft(
         for entry in trainer.state.log_history
         if "loss" in entry
     ]
-    final = trainer.model.merge_and_unload() if sft.lora else trainer.model
-    # Trainers switch the KV cache off for training; a checkpoint without it generates one
-    # full forward pass per token (hundreds of times slower).
-    final.config.use_cache = True
-    final.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    shutil.rmtree(staging / "trainer", ignore_errors=True)
     metrics = {
         "base_model": sft.base_model,
         "examples": len(examples),
@@ -143,39 +114,10 @@ def train_sft(
         "last_loss": curve[-1]["loss"] if curve else None,
         "data_sha256": file_hash(sft.data),
     }
-    atomic_write_text(staging / "README.md", model_card(sft, metrics, curve))
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+    publish_checkpoint(trainer, tokenizer, sft.lora, staging, out, model_card(sft, metrics, curve))
     report = Path(report_dir) if report_dir is not None else out
-    write_json(report / "metrics.json", metrics)
-    atomic_write_text(report / "curve.json", json.dumps(curve, indent=1))
-    plot_curve(curve, report / "curve.png")
+    write_report(report, metrics, curve, "loss", "SFT loss (answer tokens)", "SFT warm start")
     return metrics
-
-
-def plot_curve(
-    curve: list[dict[str, float]],
-    path: Path,
-    ylabel: str = "SFT loss (answer tokens)",
-    title: str = "SFT warm start",
-) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    figure, axis = plt.subplots(figsize=(5, 3.2))
-    axis.plot([c["step"] for c in curve], [c["loss"] for c in curve], marker="o")
-    axis.set_xlabel("step")
-    axis.set_ylabel(ylabel)
-    axis.set_title(title)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def model_card(sft: SftParams, metrics: dict[str, Any], curve: list[dict[str, float]]) -> str:
