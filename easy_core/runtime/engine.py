@@ -335,6 +335,18 @@ class PlanSchedule:
             if self.waiting[child] == 0:
                 heapq.heappush(self.ready, self.index[child])
 
+    def _skipped(self, step: Step, now: float) -> bool:
+        """Skip a ready step, with the reason, if a dependency did not end ok or the deadline
+        has passed; True if it was skipped."""
+        blocked = blocked_reason(step, self._result_of)
+        if blocked is None and self.deadline is not None and now >= self.deadline:
+            self._stop("time_budget", "time budget reached")
+            blocked = self.stop_detail
+        if blocked is None:
+            return False
+        self._finish(step.id, skipped_result(step, blocked, now - self.origin))
+        return True
+
     def _stop(self, reason: StopReason, detail: str) -> None:
         if self.stop_reason is None:
             self.stop_reason, self.stop_detail = reason, detail
@@ -382,13 +394,7 @@ class _Schedule(PlanSchedule):
 
     def _launch_or_skip(self, step: Step) -> None:
         now = self.clock.time()
-        blocked = blocked_reason(step, self._result_of)
-        if blocked is not None:
-            self._finish(step.id, skipped_result(step, blocked, now - self.origin))
-            return
-        if self.deadline is not None and now >= self.deadline:
-            self._stop("time_budget", "time budget reached")
-            self._finish(step.id, skipped_result(step, self.stop_detail, now - self.origin))
+        if self._skipped(step, now):
             return
         name = step.executor
         breaker = self.session.existing_breaker(name)

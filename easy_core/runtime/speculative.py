@@ -54,7 +54,6 @@ from easy_core.runtime.clock import Cancellable, Clock
 from easy_core.runtime.engine import (
     PlanOutcome,
     PlanSchedule,
-    blocked_reason,
     build_request,
     estimate_call,
     executor_error_result,
@@ -196,13 +195,7 @@ class _Schedule(PlanSchedule):
 
     def _dispatch(self, step: Step) -> None:
         now = self.clock.time()
-        blocked = blocked_reason(step, self._result_of)
-        if blocked is not None:
-            self._finish(step.id, skipped_result(step, blocked, now - self.origin))
-            return
-        if self.deadline is not None and now >= self.deadline:
-            self._stop("time_budget", "time budget reached")
-            self._finish(step.id, skipped_result(step, self.stop_detail, now - self.origin))
+        if self._skipped(step, now):
             return
         executor = self.session.executor(step.executor)
         inputs = tuple(self._result_of(dep) for dep in step.depends_on)
