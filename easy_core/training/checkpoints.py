@@ -46,6 +46,25 @@ def trainable_copy(
     return model, tokenizer, trainable, peft_config
 
 
+def trainer_args(staging: Path, seed: int) -> dict[str, Any]:
+    """Arguments every TRL trainer config here shares: writes into the staging folder, logs
+    every step, saves nothing on its own (the checkpoint is published at the end), reports to
+    no tracker, and runs on the CPU in float32 without gradient checkpointing unless a GPU is
+    there (DESIGN.md: TRL on CPU)."""
+    import torch
+
+    return {
+        "output_dir": str(staging / "trainer"),
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "use_cpu": not torch.cuda.is_available(),
+        "bf16": False,
+        "gradient_checkpointing": False,
+        "seed": seed,
+    }
+
+
 def staging_dir(out: Path) -> Path:
     """An empty folder beside `out` that the trainer and the checkpoint are written into."""
     staging = out.with_name(out.name + ".tmp")

@@ -33,6 +33,7 @@ from easy_core.training.checkpoints import (
     publish_checkpoint,
     staging_dir,
     trainable_copy,
+    trainer_args,
     write_report,
 )
 from easy_core.tree_rollouts import TaskTree, TreeNode, grow_tree
@@ -151,7 +152,6 @@ def train_grpo(
     report_dir: str | Path | None = None,
     trees: list[TaskTree] | None = None,
 ) -> dict[str, Any]:
-    import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -170,7 +170,7 @@ def train_grpo(
     )
     staging = staging_dir(out)
     args = GRPOConfig(
-        output_dir=str(staging / "trainer"),
+        **trainer_args(staging, config.seed),
         max_steps=config.max_steps,
         learning_rate=config.learning_rate,
         beta=config.beta,
@@ -178,13 +178,6 @@ def train_grpo(
         per_device_train_batch_size=params.rollouts.tree_k * config.prompts_per_step,
         max_completion_length=config.max_completion_length,
         temperature=config.temperature,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=not torch.cuda.is_available(),
-        bf16=False,
-        gradient_checkpointing=False,
-        seed=config.seed,
         use_vllm=config.use_vllm,
         generation_kwargs={"use_cache": True},
     )

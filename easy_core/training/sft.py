@@ -26,6 +26,7 @@ from easy_core.training.checkpoints import (
     publish_checkpoint,
     staging_dir,
     trainable_copy,
+    trainer_args,
     write_report,
 )
 
@@ -71,7 +72,7 @@ def train_sft(
     )
     staging = staging_dir(out)
     config = SFTConfig(
-        output_dir=str(staging / "trainer"),
+        **trainer_args(staging, sft.seed),
         max_steps=sft.max_steps,
         per_device_train_batch_size=sft.batch_size,
         gradient_accumulation_steps=sft.grad_accum,
@@ -79,13 +80,6 @@ def train_sft(
         lr_scheduler_type="constant",
         warmup_steps=0,
         max_length=sft.max_length,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=not torch.cuda.is_available(),
-        bf16=False,
-        gradient_checkpointing=False,
-        seed=sft.seed,
         dataloader_num_workers=0,
         dataset_num_proc=None,
     )
