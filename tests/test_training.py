@@ -149,6 +149,29 @@ def test_sim_reward_plays_a_completion_from_its_tree_node(params: Params) -> Non
     assert scores == [pytest.approx(greedy.reward.total)] * 2
 
 
+def test_sim_reward_replays_in_the_trees_world_whatever_the_trainer_seed(params: Params) -> None:
+    from easy_core.policies import get_policy
+    from easy_core.prompting import plan_text
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+    from easy_core.suites.sim import SimSuite
+    from easy_core.training.grpo import SimReward
+
+    seeded = params.model_copy(
+        update={
+            "grpo": params.grpo.model_copy(update={"tasks": 2, "seed": 7}),
+            "rollouts": params.rollouts.model_copy(update={"seed": 3}),
+        }
+    )
+    reward = SimReward(seeded)
+    task = next(SimSuite(params.sim).tasks("train", 1, 3))
+    assert reward.tasks[0] == task
+    greedy = run_synchronously(
+        reward.runner.run(task, get_policy("greedy"), 3, DiscreteEventClock())
+    )
+    first = plan_text(greedy.milestones[0].plan)
+    assert reward.score(first, 0, []) == pytest.approx(greedy.reward.total)
+
+
 def test_grpo_takes_a_real_step_on_tree_prompts(checkpoint, params: Params, tmp_path) -> None:
     from easy_core.training.grpo import train_grpo
 

@@ -120,7 +120,10 @@ class SimReward:
         self.params = params
         self.pool = load_pool(params.rollouts.pool, params)
         self.runner = EpisodeRunner(self.pool, params, SimSuite.check)
-        self.tasks = list(SimSuite(params.sim).tasks("train", params.grpo.tasks, params.grpo.seed))
+        # The prompts' tasks and branch states come from the tree rollouts: same tasks, same
+        # episode seed, so a replayed prefix reproduces the state the prompt describes.
+        self.seed = params.rollouts.seed
+        self.tasks = list(SimSuite(params.sim).tasks("train", params.grpo.tasks, self.seed))
         self.names = set(self.pool.executors)
 
     def score(self, text: str, task_index: int, prefix: list[str]) -> float:
@@ -132,7 +135,7 @@ class SimReward:
             return 0.0
         policy = ScriptedPolicy([*prefix, text])
         trajectory = run_synchronously(
-            self.runner.run(task, policy, self.params.grpo.seed, DiscreteEventClock())
+            self.runner.run(task, policy, self.seed, DiscreteEventClock())
         )
         return trajectory.reward.total
 
