@@ -155,6 +155,109 @@ def eval_command(
             out.print(f"wrote {out_dir}/episodes.jsonl and {out_dir}/metrics.json")
 
 
+@app.command("solve")
+@user_errors
+def solve_command(
+    question: Annotated[str | None, typer.Argument(help="the question or problem")] = None,
+    suite: Annotated[str, typer.Option(help="math, research, code, embodied, sim")] = "math",
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/cpu-real.yaml"),
+    policy: Annotated[str, typer.Option(help="policy name")] = "greedy",
+    index: Annotated[
+        int | None, typer.Option(help="run the suite's test task N instead of a question")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="task seed")] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """Solve one task with real executors and show the plan DAG, each step and the answer."""
+    from easy_core.solve import solve_task
+
+    params = resolve_params(params_path)
+    task, trajectory = solve_task(suite, pool, policy, params, question, index, seed)
+    for milestone in trajectory.milestones:
+        table = Table(title=f"milestone {milestone.index + 1}: {milestone.plan.milestone}")
+        for column in ("step", "executor", "after", "status", "tok in", "tok out", "cost $", "s"):
+            table.add_column(column)
+        table.add_column("output", overflow="fold", max_width=60)
+        for step, result in zip(milestone.plan.steps, milestone.results, strict=True):
+            table.add_row(
+                step.id,
+                result.executor,
+                ",".join(step.depends_on) or "-",
+                result.status,
+                str(result.tokens_in),
+                str(result.tokens_out),
+                f"{result.cost_usd:.6f}",
+                f"{result.latency_s:.2f}",
+                (result.output or result.error or "")[:300],
+            )
+        out.print(table)
+    m = trajectory.metrics
+    out.print(
+        f"answer: {trajectory.final_answer!r}\nend: {trajectory.end_reason}; "
+        f"cost ${m.cost_usd:.6f}, makespan {m.makespan_s:.1f} s, tokens {m.tokens}, "
+        f"steps {m.n_steps}"
+    )
+    if task.answer:
+        out.print(
+            f"gold: {task.answer[:200]!r}; correct: {trajectory.correct}; {trajectory.scores}"
+        )
+
+
+@app.command("profile")
+@user_errors
+def profile_command(
+    pool: Annotated[Path, typer.Option(help="pool YAML")],
+    suites: Annotated[str, typer.Option(help="comma-separated suites, e.g. math,research")],
+    n: Annotated[int, typer.Option(min=1, help="training tasks per suite")] = 5,
+    seed: Annotated[int, typer.Option(help="task seed")] = 0,
+    out_path: Annotated[
+        Path | None,
+        typer.Option("--out", help="profile file to write [default: the pool's `profile:`]"),
+    ] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """Measure every executor per domain and write the profile file the pool reads."""
+    from easy_core.evaluation import load_pool
+    from easy_core.profiles import (
+        executor_cards,
+        measure_pool,
+        measure_real_pool,
+        measured_profile,
+        measurements_markdown,
+        write_profile,
+    )
+    from easy_core.suites import get_suite
+
+    params = resolve_params(params_path)
+    executors = load_pool(pool, params)
+    names = [name.strip() for name in suites.split(",") if name.strip()]
+    if out_path is None:
+        if executors.config.profile is None:
+            raise EasyError(f"{pool} names no `profile:` file; pass --out FILE")
+        out_path = pool.parent / executors.config.profile
+    if all(hasattr(e, "simulate") for e in executors.executors.values()):
+        tasks = [t for name in names for t in get_suite(name, params).tasks("train", n, seed)]
+        measurements, latencies = measure_pool(executors, tasks, seed), {}
+    else:
+        work = []
+        for name in names:
+            suite = get_suite(name, params)
+            check = getattr(suite, "check_subtask", None)
+            if check is None:
+                raise EasyError(f"suite {name!r} has no subtask checker to profile real executors")
+            work += [(t, check) for t in suite.tasks("train", n, seed)]
+        with progress_bar() as progress:
+            bar = progress.add_task(f"profiling {executors.name}", total=None)
+            measurements, latencies = measure_real_pool(
+                executors, work, seed, lambda: progress.advance(bar)
+            )
+    profile = measured_profile(executors, measurements, latencies, names, n, seed)
+    write_profile(out_path, profile)
+    out.print(measurements_markdown(measurements))
+    out.print(executor_cards(profile.apply(executors.config)))
+    out.print(f"wrote {out_path}")
+
+
 @app.command("compare")
 @user_errors
 def compare_command(

@@ -18,6 +18,7 @@ from easy_core.datasets import (
     store_shard_file,
     write_manifest,
 )
+from easy_core.executors.hf_settings import HFSettings
 from easy_core.executors.pool import BackendContext, ExecutorPool
 from easy_core.executors.simulated import SimWorld
 from easy_core.params import Params
@@ -50,8 +51,13 @@ class EvalSpec:
 
 
 def load_pool(path: str | Path, params: Params) -> ExecutorPool:
+    hf = HFSettings(
+        params.executors.hf_threads,
+        params.executors.hf_batch_size,
+        params.executors.hf_batch_window_s,
+    )
     return ExecutorPool.from_yaml(
-        path, BackendContext(world=SimWorld(params.sim, params.capability))
+        path, BackendContext(world=SimWorld(params.sim, params.capability), hf=hf)
     )
 
 
@@ -65,6 +71,10 @@ def run_episodes(
 ) -> list[Trajectory]:
     """Episodes one after another on one event loop (each has the pool's slots to itself)."""
     policy = get_policy(policy_name)
+    if not runner.can_simulate():
+        # Real executors wait on threads and sockets, which a virtual clock would skip past
+        # (every step would hit its timeout at once): their episodes run in wall time.
+        mode = "wall"
     if mode == "virtual" and getattr(policy, "synchronous", False) and runner.can_simulate():
         return _run_discrete(tasks, runner, policy, seed, on_episode)
 
@@ -125,7 +135,10 @@ def _setup(spec: EvalSpec, params: Params) -> tuple[Suite, ExecutorPool, Episode
     prepare = getattr(policy, "prepare", None)
     if prepare is not None:  # a learned policy: fail on a missing model before any work
         prepare(params)
-    return suite, pool, EpisodeRunner(pool, params, suite.check, sequential=spec.sequential)
+    runner = EpisodeRunner(
+        pool, params, suite.check, sequential=spec.sequential, score=getattr(suite, "score", None)
+    )
+    return suite, pool, runner
 
 
 def evaluate(
@@ -198,6 +211,10 @@ def summarize(trajectories: list[Trajectory], spec: EvalSpec, pool_name: str) ->
         mean_reward_efficiency=mean([t.reward.efficiency for t in trajectories]),
         mean_reward_completeness=mean([t.reward.completeness for t in trajectories]),
         end_reasons=dict(Counter(t.end_reason for t in trajectories)),
+        suite_scores={
+            key: mean([t.scores.get(key, 0.0) for t in trajectories])
+            for key in sorted({key for t in trajectories for key in t.scores})
+        },
     )
 
 

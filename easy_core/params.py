@@ -47,6 +47,14 @@ class CapabilityParams(_Section):
     )
 
 
+class ExecutorParams(_Section):
+    """Executors that run in this process (`hf` backend)."""
+
+    hf_threads: int = Field(2, ge=1, description="torch threads for in-process models")
+    hf_batch_size: int = Field(4, ge=1, description="steps generated together in one batch")
+    hf_batch_window_s: float = Field(0.02, ge=0, description="wait for companions of a batch")
+
+
 class SimParams(_Section):
     shared_hardness: float = Field(
         0.7, ge=0, le=1, description="correlation of outcomes across executors on one subtask"
@@ -322,6 +330,7 @@ class Params(_Section):
     resilience: ResilienceParams = ResilienceParams()
     capability: CapabilityParams = CapabilityParams()
     sim: SimParams = SimParams()
+    executors: ExecutorParams = ExecutorParams()
     reward: RewardParams = RewardParams()
     policies: PolicyParams = PolicyParams()
     policy_training: PolicyTrainingParams = PolicyTrainingParams()

@@ -1,13 +1,19 @@
 """Executor profiling: measure each executor's success per domain (with its count and Wilson
-interval), tokens, latency and cost, and write a pool file with the measured capabilities.
+interval), tokens, latency and cost, and write them where the pool reads them.
 
-For the sim backend each executor solves every subtask of a set of training tasks alone, with
-correct prerequisite results in its context: the capability the simulator draws outcomes from.
+Each executor solves subtasks of training tasks alone, with correct prerequisite results in its
+context. For the sim backend that is the capability the simulator draws outcomes from (every
+subtask); a real executor is measured on the domains its pool entry declares (a retrieval tool
+is not asked to write code), by the suite's own subtask checker, and a latency model is fitted to
+its calls (least squares of latency on output tokens: intercept = time to first token).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -15,7 +21,16 @@ from pydantic import BaseModel
 
 from easy_core.executors.base import StepRequest
 from easy_core.executors.pool import ExecutorPool
-from easy_core.schemas import DomainCapability, PoolConfig, StepResult, Task
+from easy_core.schemas import (
+    DomainCapability,
+    LatencyModel,
+    MeasuredExecutor,
+    MeasuredProfile,
+    PoolConfig,
+    StepResult,
+    Subtask,
+    Task,
+)
 from easy_core.stats import mean, wilson_interval
 from easy_core.storage import atomic_write_text
 
@@ -39,7 +54,9 @@ def _context(task: Task, subtask_id: str) -> tuple[StepResult, ...]:
             step_id=f"given-{dep}",
             executor="given",
             status="ok",
-            output=f"{dep}={task.subtask(dep).gold}",
+            output=task.subtask(dep).gold
+            if task.suite != "sim"
+            else f"{dep}={task.subtask(dep).gold}",
             tokens_out=task.subtask(dep).output_tokens,
             sub_answers={dep: task.subtask(dep).gold},
         )
@@ -47,8 +64,124 @@ def _context(task: Task, subtask_id: str) -> tuple[StepResult, ...]:
     )
 
 
+Sample = tuple[bool, StepResult]
+SubtaskChecker = Callable[[Task, Subtask, str], bool]
+
+
+def _request(task: Task, sub: Subtask, max_output_tokens: int, seed: int) -> StepRequest:
+    return StepRequest(
+        step_id=f"profile-{sub.id}",
+        instruction=sub.instruction or f"Solve {sub.id}.",
+        task=task,
+        covers=(sub.id,),
+        inputs=_context(task, sub.id),
+        max_output_tokens=max_output_tokens,
+        seed=seed,
+    )
+
+
+async def _measure_real(
+    executor: object,
+    work: list[tuple[Task, Subtask, SubtaskChecker]],
+    seed: int,
+    on_sample: Callable[[], None] | None,
+) -> list[tuple[str, bool, StepResult]]:
+    profile = executor.profile  # type: ignore[attr-defined]
+    slots = asyncio.Semaphore(profile.max_concurrency)
+
+    async def one(task: Task, sub: Subtask, check: SubtaskChecker) -> tuple[str, bool, StepResult]:
+        async with slots:
+            started = time.monotonic()
+            result = await executor.run(  # type: ignore[attr-defined]
+                _request(task, sub, profile.max_output_tokens, seed)
+            )
+            if not result.latency_s:
+                result.latency_s = time.monotonic() - started
+        if on_sample is not None:
+            on_sample()
+        return sub.skill, result.status == "ok" and check(task, sub, result.output), result
+
+    return list(await asyncio.gather(*(one(*item) for item in work)))
+
+
+def fit_latency(results: list[StepResult]) -> LatencyModel | None:
+    """Least squares of latency on output tokens; None when the calls cannot separate the two
+    (fewer than 3, or all of one length)."""
+    points = [(r.tokens_out, r.latency_s) for r in results if r.status == "ok" and r.tokens_out]
+    if len(points) < 3:
+        return None
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    mx, my = mean(xs), mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    if slope <= 0:  # tools: latency does not grow with output
+        return LatencyModel(ttft_s=round(my, 4), tokens_per_s=round(mx / max(my, 1e-6), 1))
+    return LatencyModel(
+        ttft_s=round(max(0.0, my - slope * mx), 4), tokens_per_s=round(1 / slope, 2)
+    )
+
+
+def measure_real_pool(
+    pool: ExecutorPool,
+    tasks: list[tuple[Task, SubtaskChecker]],
+    seed: int,
+    on_sample: Callable[[], None] | None = None,
+) -> tuple[list[DomainMeasurement], dict[str, LatencyModel]]:
+    """Every executor on the subtasks of `tasks` in the domains its pool entry declares; one
+    executor at a time (CPU models would otherwise share the cores), its calls concurrent up
+    to its `max_concurrency` (so in-process models batch them)."""
+    samples: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+    latencies: dict[str, LatencyModel] = {}
+    for name, executor in pool.executors.items():
+        declared = set(executor.profile.capability)
+        work = [
+            (t, sub, check) for t, check in tasks for sub in t.subtasks if sub.skill in declared
+        ]
+        if not work:
+            continue
+        rows = asyncio.run(_measure_real(executor, work, seed, on_sample))
+        for skill, ok, result in rows:
+            samples[name, skill].append((ok, result))
+        fitted = fit_latency([r for _, _, r in rows])
+        if fitted is not None:
+            latencies[name] = fitted
+    return _summarize(samples), latencies
+
+
+def measured_profile(
+    pool: ExecutorPool,
+    measurements: list[DomainMeasurement],
+    latencies: dict[str, LatencyModel],
+    suites: list[str],
+    n_tasks: int,
+    seed: int,
+) -> MeasuredProfile:
+    executors: dict[str, MeasuredExecutor] = {}
+    for m in measurements:
+        entry = executors.setdefault(
+            m.executor, MeasuredExecutor(latency=latencies.get(m.executor))
+        )
+        entry.capability[m.domain] = DomainCapability(success=round(m.success, 4), n=m.n)
+    return MeasuredProfile(
+        pool=pool.name, suites=suites, n_tasks=n_tasks, seed=seed, executors=executors
+    )
+
+
+def write_profile(path: str | Path, profile: MeasuredProfile) -> Path:
+    return atomic_write_text(
+        path, yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    )
+
+
+def executor_cards(config: PoolConfig) -> str:
+    """The executor cards an orchestrator reads, one per line."""
+    return "\n".join(f"- {profile.card()}" for profile in config.executors) + "\n"
+
+
 def measure_pool(pool: ExecutorPool, tasks: list[Task], seed: int) -> list[DomainMeasurement]:
-    samples: dict[tuple[str, str], list[tuple[bool, StepResult]]] = defaultdict(list)
+    samples: dict[tuple[str, str], list[Sample]] = defaultdict(list)
     for name, executor in pool.executors.items():
         simulate = getattr(executor, "simulate", None)
         if simulate is None:
@@ -67,6 +200,10 @@ def measure_pool(pool: ExecutorPool, tasks: list[Task], seed: int) -> list[Domai
                 result = simulate(request)
                 correct = result.sub_answers.get(sub.id) == sub.gold
                 samples[name, sub.skill].append((correct, result))
+    return _summarize(samples)
+
+
+def _summarize(samples: dict[tuple[str, str], list[Sample]]) -> list[DomainMeasurement]:
     measurements = []
     for (name, domain), rows in sorted(samples.items()):
         successes = sum(ok for ok, _ in rows)

@@ -150,6 +150,11 @@ class PoolConfig(Record):
     faults: FaultRates | None = Field(
         default=None, description="faults for every executor without its own `faults`"
     )
+    profile: str | None = Field(
+        default=None,
+        description="measured profile file (written by `easy profile`, relative to the pool "
+        "file) whose capabilities and latencies replace the ones written here",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> PoolConfig:
@@ -161,6 +166,37 @@ class PoolConfig(Record):
                 )
             seen.add(profile.name)
         return self
+
+
+class MeasuredExecutor(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    capability: dict[str, DomainCapability] = Field(default_factory=dict)
+    latency: LatencyModel | None = None
+
+
+class MeasuredProfile(Record):
+    """What `easy profile` measured for a pool: per executor, success per domain and a latency
+    model fitted to the calls (intercept = time to first token, slope = decode speed)."""
+
+    pool: str
+    suites: list[str]
+    n_tasks: int
+    seed: int
+    executors: dict[str, MeasuredExecutor]
+
+    def apply(self, config: PoolConfig) -> PoolConfig:
+        """`config` with measured capabilities (per domain, over the priors) and latencies."""
+        executors = []
+        for profile in config.executors:
+            measured = self.executors.get(profile.name)
+            if measured is None:
+                executors.append(profile)
+                continue
+            update: dict[str, Any] = {"capability": {**profile.capability, **measured.capability}}
+            if measured.latency is not None:
+                update["latency"] = measured.latency
+            executors.append(profile.model_copy(update=update))
+        return config.model_copy(update={"executors": executors})
 
 
 # --------------------------------------------------------------------------- tasks
@@ -177,6 +213,11 @@ class Subtask(BaseModel):
     output_tokens: int = Field(ge=1)
     depends_on: list[str] = Field(default_factory=list)
     gold: str
+    instruction: str = Field(
+        "",
+        description="what a real executor is asked to do for it; empty in the sim suite, "
+        "whose executors read only the ids and attributes",
+    )
 
 
 class Task(Record):
@@ -306,6 +347,9 @@ class Trajectory(Record):
     milestones: list[Milestone] = Field(default_factory=list)
     final_answer: str | None = None
     correct: bool = False
+    scores: dict[str, float] = Field(
+        default_factory=dict, description="the suite's graded scores of the answer (e.g. F1)"
+    )
     end_reason: EndReason
     end_detail: str = ""
     budget_usd: float
@@ -332,6 +376,9 @@ class EvalMetrics(Record):
     mean_reward_efficiency: float
     mean_reward_completeness: float
     end_reasons: dict[str, int]
+    suite_scores: dict[str, float] = Field(
+        default_factory=dict, description="suite-specific means, e.g. token F1 on `research`"
+    )
 
     @field_validator("success_rate", "mean_cost_usd", "mean_makespan_s", "mean_reward")
     @classmethod

@@ -62,10 +62,10 @@ def test_sft_changes_only_the_trained_layers(checkpoint, params: Params) -> None
     import torch
     from transformers import AutoModelForCausalLM
 
-    from easy_core.training.models import load_orchestrator
+    from easy_core.training.models import load_causal_lm
 
     out, _ = checkpoint
-    base, _ = load_orchestrator("smollm2-135m", 2)
+    base, _ = load_causal_lm("smollm2-135m", 2)
     tuned = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     layers = len(base.model.layers)
     frozen = base.model.layers[0].self_attn.q_proj.weight

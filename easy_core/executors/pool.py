@@ -13,10 +13,12 @@ from easy_core.config import load_yaml_model
 from easy_core.errors import ConfigError
 from easy_core.executors.base import Executor
 from easy_core.executors.faults import FaultInjectingExecutor
+from easy_core.executors.hf_settings import HFSettings
 from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.python_tool import PythonToolExecutor
+from easy_core.executors.retrieve import RetrieveExecutor
 from easy_core.executors.simulated import SimExecutor, SimWorld
-from easy_core.schemas import ExecutorProfile, PoolConfig
+from easy_core.schemas import ExecutorProfile, MeasuredProfile, PoolConfig
 
 ExecutorFactory = Callable[[ExecutorProfile, "BackendContext"], Executor]
 
@@ -26,10 +28,33 @@ class BackendContext:
     """What backends may need besides their profile."""
 
     world: SimWorld = field(default_factory=SimWorld)
+    hf: HFSettings = field(default_factory=HFSettings)
+
+
+def _hf(profile: ExecutorProfile, context: BackendContext) -> Executor:
+    from easy_core.executors.hf_local import HFExecutor  # imports torch and transformers
+
+    if not profile.model:
+        raise ConfigError(
+            f"executor {profile.name!r}: backend 'hf' needs `model`: a packaged model "
+            "(smollm2-135m, gemma3-270m) or a checkpoint folder"
+        )
+    return HFExecutor(profile, context.hf)
+
+
+def _textworld_tool(profile: ExecutorProfile) -> Executor:
+    from easy_core.executors.textworld_tool import TextWorldExecutor  # textworld loads on use
+
+    return TextWorldExecutor(profile)
 
 
 def _tool(profile: ExecutorProfile, context: BackendContext) -> Executor:
-    tools = {"python": PythonToolExecutor}
+    tools = {
+        "retrieve-bm25": lambda p: RetrieveExecutor(p, "bm25"),
+        "retrieve-embed": lambda p: RetrieveExecutor(p, "embed"),
+        "textworld": _textworld_tool,
+        "python": PythonToolExecutor,
+    }
     factory = tools.get(profile.model or "")
     if factory is None:
         raise ConfigError(
@@ -43,7 +68,19 @@ BACKENDS: dict[str, ExecutorFactory] = {
     "sim": lambda profile, ctx: SimExecutor(profile, ctx.world),
     "tool": _tool,
     "openai": lambda profile, ctx: OpenAIExecutor(profile),
+    "hf": _hf,
 }
+
+
+def load_pool_config(path: str | Path) -> PoolConfig:
+    """A pool file, with its measured profile applied when the pool names one that exists
+    (before the first `easy profile` run the pool's own priors stand)."""
+    config = load_yaml_model(path, PoolConfig)
+    if config.profile is not None:
+        measured = Path(path).parent / config.profile
+        if measured.is_file():
+            config = load_yaml_model(measured, MeasuredProfile).apply(config)
+    return config
 
 
 class ExecutorPool:
@@ -74,7 +111,7 @@ class ExecutorPool:
 
     @classmethod
     def from_yaml(cls, path: str | Path, context: BackendContext | None = None) -> ExecutorPool:
-        return cls.from_config(load_yaml_model(path, PoolConfig), context)
+        return cls.from_config(load_pool_config(path), context)
 
     @classmethod
     def of(cls, name: str, executors: list[Executor]) -> ExecutorPool:

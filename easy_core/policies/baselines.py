@@ -186,9 +186,8 @@ class SubtaskPolicy:
                 {
                     "id": f"m{k}-{sub.id}",
                     "executor": executor,
-                    "instruction": (
-                        f"Solve {sub.id} ({sub.skill}, difficulty {sub.difficulty}/5){inputs}."
-                    ),
+                    "instruction": sub.instruction
+                    or f"Solve {sub.id} ({sub.skill}, difficulty {sub.difficulty}/5){inputs}.",
                     "depends_on": deps,
                     "covers": [sub.id],
                 }

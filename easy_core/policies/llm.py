@@ -36,9 +36,9 @@ def generate_hf(
     when the temperature is above 0."""
     import torch
 
-    from easy_core.training.models import load_orchestrator
+    from easy_core.training.models import load_causal_lm
 
-    model, tokenizer = load_orchestrator(settings.model, settings.threads)
+    model, tokenizer = load_causal_lm(settings.model, settings.threads)
     encoded = tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
     )
@@ -101,9 +101,9 @@ class LLMPolicy:
     def prepare(self, params: Params) -> None:
         """In process: load the model now (a missing checkpoint is a ConfigError)."""
         if params.orchestrator.backend == "hf":
-            from easy_core.training.models import load_orchestrator
+            from easy_core.training.models import load_causal_lm
 
-            load_orchestrator(params.orchestrator.model, params.orchestrator.threads)
+            load_causal_lm(params.orchestrator.model, params.orchestrator.threads)
 
     async def act(self, state: EpisodeState) -> str:
         settings = state.params.orchestrator

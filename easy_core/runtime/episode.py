@@ -23,6 +23,7 @@ from easy_core.runtime.engine import LocalEngine, PlanEngine
 from easy_core.schemas import EndReason, Milestone, Plan, RunMetrics, Task, Trajectory
 
 Checker = Callable[[Task, str | None], bool]
+Scorer = Callable[[Task, str | None], dict[str, float]]
 
 
 class EpisodeRunner:
@@ -36,10 +37,12 @@ class EpisodeRunner:
         *,
         sequential: bool = False,
         engine: PlanEngine | None = None,
+        score: Scorer | None = None,
     ):
         self.pool = pool
         self.params = params
         self.check = check
+        self.score = score
         self.sequential = sequential
         self.engine: PlanEngine = engine or LocalEngine(
             step_timeout_s=params.runtime.step_timeout_s,
@@ -257,6 +260,7 @@ class EpisodeCursor:
             milestones=state.milestones,
             final_answer=self.final,
             correct=correct,
+            scores=runner.score(task, self.final) if runner.score is not None else {},
             end_reason=end_reason,
             end_detail=self.end_detail,
             budget_usd=task.budget_usd,

