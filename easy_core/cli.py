@@ -218,43 +218,25 @@ def profile_command(
 ) -> None:
     """Measure every executor per domain and write the profile file the pool reads."""
     from easy_core.evaluation import load_pool
-    from easy_core.profiles import (
-        executor_cards,
-        measure_pool,
-        measure_real_pool,
-        measured_profile,
-        measurements_markdown,
-        write_profile,
-    )
+    from easy_core.profiles import measurements_markdown, profile_pool, write_profile
+    from easy_core.prompting import executor_cards
     from easy_core.suites import get_suite
 
     params = resolve_params(params_path)
     executors = load_pool(pool, params)
-    names = [name.strip() for name in suites.split(",") if name.strip()]
     if out_path is None:
         if executors.config.profile is None:
             raise EasyError(f"{pool} names no `profile:` file; pass --out FILE")
         out_path = pool.parent / executors.config.profile
-    if all(hasattr(e, "simulate") for e in executors.executors.values()):
-        tasks = [t for name in names for t in get_suite(name, params).tasks("train", n, seed)]
-        measurements, latencies = measure_pool(executors, tasks, seed), {}
-    else:
-        work = []
-        for name in names:
-            suite = get_suite(name, params)
-            check = getattr(suite, "check_subtask", None)
-            if check is None:
-                raise EasyError(f"suite {name!r} has no subtask checker to profile real executors")
-            work += [(t, check) for t in suite.tasks("train", n, seed)]
-        with progress_bar() as progress:
-            bar = progress.add_task(f"profiling {executors.name}", total=None)
-            measurements, latencies = measure_real_pool(
-                executors, work, seed, lambda: progress.advance(bar)
-            )
-    profile = measured_profile(executors, measurements, latencies, names, n, seed)
+    chosen = [(name, get_suite(name, params)) for name in suites.split(",") if name.strip()]
+    with progress_bar() as progress:
+        bar = progress.add_task(f"profiling {executors.name}", total=None)
+        profile, measurements = profile_pool(
+            executors, chosen, n, seed, lambda: progress.advance(bar)
+        )
     write_profile(out_path, profile)
     out.print(measurements_markdown(measurements))
-    out.print(executor_cards(profile.apply(executors.config)))
+    out.print(executor_cards(profile.apply(executors.config).executors))
     out.print(f"wrote {out_path}")
 
 

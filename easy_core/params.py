@@ -153,6 +153,7 @@ class PipelineParams(_Section):
 
 class ProfileParams(_Section):
     pools: list[str] = Field(default_factory=lambda: list(SIM_POOLS))
+    suites: list[str] = Field(default_factory=lambda: ["sim"])
     n_tasks: int = Field(300, ge=1)
     seed: int = 0
 
@@ -318,6 +319,11 @@ class OrchestratorParams(_Section):
     api_key_env: str | None = None
     structured: bool = Field(
         True, description="openai backend: ask the server for JSON-schema-constrained output"
+    )
+    schema_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema",
+        description="how the schema is sent: OpenAI-style json_schema (vLLM, OpenAI, llama.cpp's "
+        "llama-server) or json_object with a `schema` field (llama-cpp-python's server)",
     )
     max_new_tokens: int = Field(1024, ge=16)
     temperature: float = Field(0.0, ge=0)

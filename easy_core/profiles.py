@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
+from easy_core.errors import ConfigError
 from easy_core.executors.base import StepRequest
 from easy_core.executors.pool import ExecutorPool
 from easy_core.schemas import (
@@ -26,13 +27,13 @@ from easy_core.schemas import (
     LatencyModel,
     MeasuredExecutor,
     MeasuredProfile,
-    PoolConfig,
     StepResult,
     Subtask,
     Task,
 )
 from easy_core.stats import mean, wilson_interval
 from easy_core.storage import atomic_write_text
+from easy_core.suites import Suite
 
 
 class DomainMeasurement(BaseModel):
@@ -175,11 +176,6 @@ def write_profile(path: str | Path, profile: MeasuredProfile) -> Path:
     )
 
 
-def executor_cards(config: PoolConfig) -> str:
-    """The executor cards an orchestrator reads, one per line."""
-    return "\n".join(f"- {profile.card()}" for profile in config.executors) + "\n"
-
-
 def measure_pool(pool: ExecutorPool, tasks: list[Task], seed: int) -> list[DomainMeasurement]:
     samples: dict[tuple[str, str], list[Sample]] = defaultdict(list)
     for name, executor in pool.executors.items():
@@ -223,29 +219,6 @@ def _summarize(samples: dict[tuple[str, str], list[Sample]]) -> list[DomainMeasu
     return measurements
 
 
-def measured_pool(config: PoolConfig, measurements: list[DomainMeasurement]) -> PoolConfig:
-    """The pool with each executor's capability replaced by what was measured."""
-    by_executor: dict[str, dict[str, DomainCapability]] = defaultdict(dict)
-    for m in measurements:
-        by_executor[m.executor][m.domain] = DomainCapability(success=round(m.success, 4), n=m.n)
-    return config.model_copy(
-        update={
-            "name": f"{config.name}-measured",
-            "description": f"{config.name} with capabilities measured by `easy` profiling",
-            "executors": [
-                p.model_copy(update={"capability": by_executor.get(p.name, p.capability)})
-                for p in config.executors
-            ],
-        }
-    )
-
-
-def write_pool(path: str | Path, config: PoolConfig) -> Path:
-    return atomic_write_text(
-        path, yaml.safe_dump(config.model_dump(mode="json", exclude_none=True), sort_keys=False)
-    )
-
-
 def measurements_markdown(measurements: list[DomainMeasurement]) -> str:
     lines = [
         "| executor | domain | n | success | 95% CI | latency s | tokens out | cost $ |",
@@ -258,3 +231,31 @@ def measurements_markdown(measurements: list[DomainMeasurement]) -> str:
             f"{m.mean_tokens_out:.0f} | {m.mean_cost_usd:.6f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def profile_pool(
+    pool: ExecutorPool,
+    suites: list[tuple[str, Suite]],
+    n_tasks: int,
+    seed: int,
+    on_sample: Callable[[], None] | None = None,
+) -> tuple[MeasuredProfile, list[DomainMeasurement]]:
+    """Profile `pool` on `n_tasks` training tasks of each suite: simulating executors by
+    simulation, real ones by calling them (their suites must check single subtasks)."""
+    names = [name for name, _ in suites]
+    if all(hasattr(e, "simulate") for e in pool.executors.values()):
+        tasks = [t for _, suite in suites for t in suite.tasks("train", n_tasks, seed)]
+        measurements, latencies = measure_pool(pool, tasks, seed), {}
+    else:
+        work = []
+        for name, suite in suites:
+            check = getattr(suite, "check_subtask", None)
+            if check is None:
+                raise ConfigError(
+                    f"suite {name!r} cannot check single subtasks, so it cannot profile real "
+                    "executors; profile them on math, research, code or embodied"
+                )
+            work += [(t, check) for t in suite.tasks("train", n_tasks, seed)]
+        measurements, latencies = measure_real_pool(pool, work, seed, on_sample)
+    profile = measured_profile(pool, measurements, latencies, names, n_tasks, seed)
+    return profile, measurements

@@ -1,5 +1,6 @@
-"""Stage `profile`: measure every executor of every pool per domain and write the measured pool
-files (results/profiles/POOL.yaml) and a table (results/profiles/profiles.md)."""
+"""Stage `profile`: measure every executor of every pool per domain on `profile.suites` and write
+the measured profiles (results/profiles/POOL.yaml, the format a pool's `profile:` reads) and a
+table (results/profiles/profiles.md)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from pathlib import Path
 from prefect import flow, task
 
 from easy_core.evaluation import load_pool
-from easy_core.profiles import measure_pool, measured_pool, measurements_markdown, write_pool
+from easy_core.profiles import measurements_markdown, profile_pool, write_profile
 from easy_core.storage import atomic_write_text
-from easy_core.suites.sim import SimSuite
+from easy_core.suites import get_suite
 from flows.settings import load_pool_secrets, params_from, publish_markdown, task_options
 
 
@@ -19,11 +20,9 @@ def profile_one(pool_path: str, params_path: str | None, out_dir: str) -> str:
     params = params_from(params_path)
     pool = load_pool(pool_path, params)
     config = params.profile
-    tasks = list(SimSuite(params.sim).tasks("train", config.n_tasks, config.seed))
-    measurements = measure_pool(pool, tasks, config.seed)
-    write_pool(
-        Path(out_dir) / f"{Path(pool_path).stem}.yaml", measured_pool(pool.config, measurements)
-    )
+    suites = [(name, get_suite(name, params)) for name in config.suites]
+    profile, measurements = profile_pool(pool, suites, config.n_tasks, config.seed)
+    write_profile(Path(out_dir) / f"{Path(pool_path).stem}.yaml", profile)
     return f"## {pool.name}\n\n{measurements_markdown(measurements)}"
 
 

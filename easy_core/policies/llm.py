@@ -78,7 +78,9 @@ def generate_openai(
         "max_tokens": settings.max_new_tokens,
         "temperature": settings.temperature,
     }
-    if settings.structured:
+    if settings.structured and settings.schema_format == "json_object":
+        body["response_format"] = {"type": "json_object", "schema": plan_schema()}
+    elif settings.structured:
         body["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": "plan", "schema": plan_schema()},

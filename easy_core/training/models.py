@@ -78,7 +78,10 @@ def _load(model: str, threads: int) -> tuple[Any, Any]:
             f"the LLM orchestrator needs transformers: pip install -e '.[train]' ({exc})"
         ) from None
     torch.set_num_threads(threads)
-    if model in PACKAGED:
+    converted = model_cache_dir() / f"{model}-float32"
+    if model in PACKAGED and (converted / "config.json").is_file():
+        folder, kwargs = converted, {}
+    elif model in PACKAGED:
         folder, gguf = packaged_path(model)
         kwargs: dict[str, Any] = {"gguf_file": gguf}
     else:
@@ -95,4 +98,27 @@ def _load(model: str, threads: int) -> tuple[Any, Any]:
     network.eval()
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if model in PACKAGED and folder != converted:
+        _keep_converted(network, tokenizer, converted)
     return network, tokenizer
+
+
+def _keep_converted(network: Any, tokenizer: Any, target: Path) -> None:
+    """Save the de-quantised model so later processes skip the GGUF conversion (Gemma's
+    tokenizer alone takes a minute); written to a staging folder, then renamed into place."""
+    import copy
+
+    staging = target.with_name(f".{target.name}.{os.getpid()}")
+    config = copy.deepcopy(network.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the float32 weights are not quantised any more
+    plain = type(network)(config)  # a GGUF-loaded model refuses save_pretrained
+    plain.load_state_dict(network.state_dict())
+    try:
+        plain.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        staging.rename(target)
+    except OSError:  # another process won the race, or no room: loading from GGUF still works
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)

