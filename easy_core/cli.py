@@ -240,6 +240,48 @@ def profile_command(
     out.print(f"wrote {out_path}")
 
 
+@app.command("calibrate")
+@user_errors
+def calibrate_command(
+    pool: Annotated[Path, typer.Option(help="pool YAML with a measured profile")],
+    suites: Annotated[str, typer.Option(help="comma-separated suites, e.g. math,research")],
+    n: Annotated[int, typer.Option(min=1, help="held-out tasks per suite")] = 5,
+    seed: Annotated[int, typer.Option(help="task seed")] = 0,
+    out_dir: Annotated[Path, typer.Option("--out", help="report folder")] = Path(
+        "results/calibration"
+    ),
+    params_path: ParamsOption = None,
+) -> None:
+    """Simulated (the measured profile replayed) against measured success on held-out tasks."""
+    from easy_core.calibration import calibrate, calibration_markdown
+    from easy_core.evaluation import load_pool
+    from easy_core.executors.simulated import SimWorld
+    from easy_core.plots import calibration_plot
+    from easy_core.storage import atomic_write_text, write_json
+    from easy_core.suites import get_suite
+
+    params = resolve_params(params_path)
+    executors = load_pool(pool, params)
+    chosen = [(name, get_suite(name, params)) for name in suites.split(",") if name.strip()]
+    with progress_bar() as progress:
+        bar = progress.add_task(f"calibrating {executors.name}", total=None)
+        report = calibrate(
+            executors,
+            chosen,
+            n,
+            seed,
+            SimWorld(params.sim, params.capability),
+            lambda: progress.advance(bar),
+        )
+    text = calibration_markdown(report)
+    write_json(out_dir / "calibration.json", report)
+    atomic_write_text(out_dir / "calibration.md", text)
+    points = [(f"{r.executor}/{r.domain}", r.simulated, r.measured) for r in report.rows]
+    calibration_plot(points, out_dir / "calibration.png", f"simulator calibration: {report.pool}")
+    out.print(text)
+    out.print(f"wrote {out_dir}/calibration.md, calibration.json, calibration.png")
+
+
 @app.command("compare")
 @user_errors
 def compare_command(
@@ -550,14 +592,37 @@ def bench_plans(
     pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
     n: Annotated[int, typer.Option(min=1, help="held-out tasks")] = 10,
     seed: Annotated[int, typer.Option()] = 0,
+    backend: Annotated[
+        str | None, typer.Option(help="override orchestrator.backend: hf or openai")
+    ] = None,
+    endpoint: Annotated[str | None, typer.Option(help="override orchestrator.endpoint")] = None,
+    structured: Annotated[
+        bool | None,
+        typer.Option("--structured/--free", help="openai: schema-constrained decoding or not"),
+    ] = None,
+    schema_format: Annotated[
+        str | None, typer.Option(help="json_schema, or json_object (llama-cpp-python)")
+    ] = None,
     params_path: ParamsOption = None,
 ) -> None:
     """Valid-plan rate of the LLM orchestrator's first turn on held-out sim tasks."""
+    from easy_core.params import OrchestratorParams
     from easy_core.training.validity import valid_plan_rate
 
     params = resolve_params(params_path)
-    if model is not None:
-        params.orchestrator.model = model
+    overrides = {
+        "model": model,
+        "backend": backend,
+        "endpoint": endpoint,
+        "structured": structured,
+        "schema_format": schema_format,
+    }
+    params.orchestrator = OrchestratorParams.model_validate(
+        {
+            **params.orchestrator.model_dump(),
+            **{k: v for k, v in overrides.items() if v is not None},
+        }
+    )
     print(json.dumps(valid_plan_rate(params, str(pool), n, seed), indent=2))
 
 

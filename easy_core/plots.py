@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from easy_core.schemas import EvalMetrics
 
@@ -62,6 +63,13 @@ def pareto_plot(
         ax.set_title(pool)
         ax.grid(alpha=0.3)
     fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: str | Path) -> Path:
+    """Write a matplotlib figure as PNG atomically and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,3 +78,27 @@ def pareto_plot(
     plt.close(fig)
     tmp.replace(path)
     return path
+
+
+def calibration_plot(points: list[tuple[str, float, float]], path: str | Path, title: str) -> Path:
+    """Measured against simulated success, one labelled point per (executor/domain, sim,
+    measured), with the diagonal of perfect calibration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
+    for label, simulated, measured in points:
+        ax.scatter(simulated, measured)
+        ax.annotate(
+            label, (simulated, measured), fontsize=7, xytext=(3, 3), textcoords="offset points"
+        )
+    ax.set_xlabel("simulated success (measured profile replayed)")
+    ax.set_ylabel("measured success (held-out tasks)")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.set_title(title)
+    return save_figure(fig, path)

@@ -325,3 +325,43 @@ def test_sim_evaluation_is_unchanged_by_real_suites() -> None:
     spec = EvalSpec("sim", "greedy", str(CPU_REAL.parent / "sim-default.yaml"), 50)
     metrics, _ = evaluate(spec, Params())
     assert metrics.suite_scores == {} and 0.3 < metrics.success_rate < 1.0
+
+
+def test_calibrate_reports_simulated_against_measured(real_pool: Path, tmp_path: Path) -> None:
+    config = yaml.safe_load(real_pool.read_text())
+    config["executors"] = [e for e in config["executors"] if e["backend"] != "hf"]
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(yaml.safe_dump(config))
+    out = tmp_path / "calibration"
+    done = easy(
+        "calibrate", "--pool", str(pool), "--suites", "math,research", "--n", "2", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "calibration.json").read_text())
+    pairs = {(r["executor"], r["domain"]) for r in report["rows"]}
+    assert ("retrieve", "lookup") in pairs and ("smollm2-llamacpp", "math") in pairs
+    assert (out / "calibration.png").stat().st_size > 10_000
+    retrieve = next(r for r in report["rows"] if r["executor"] == "retrieve")
+    assert retrieve["simulated"] > 0.5  # the prior says 0.8 at average difficulty
+
+
+def test_a_sim_replay_of_the_cpu_pool_runs_real_suite_tasks() -> None:
+    from easy_core.calibration import sim_replay
+    from easy_core.executors.pool import ExecutorPool
+    from easy_core.policies import get_policy
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+    from easy_core.runtime.episode import EpisodeRunner
+
+    pool = ExecutorPool.from_config(sim_replay(load_pool_config(CPU_REAL)))
+    suite = ResearchSuite()
+    runner = EpisodeRunner(pool, Params(), suite.check, score=suite.score)
+    assert runner.can_simulate()
+    task = next(suite.tasks("test", 1, 0))
+    trajectory = run_synchronously(runner.run(task, get_policy("greedy"), 0, DiscreteEventClock()))
+    executors = {r.executor for m in trajectory.milestones for r in m.results}
+    assert "retrieve" in executors and trajectory.end_reason == "final_answer"
+
+
+def test_every_pool_file_parses() -> None:
+    names = {load_pool_config(path).name for path in sorted(CPU_REAL.parent.glob("*.yaml"))}
+    assert {"cpu-real", "gpu-vllm", "sim-default", "sim-unseen"} <= names

@@ -56,6 +56,9 @@ def test_sft_writes_a_checkpoint_with_card_and_curve(checkpoint) -> None:
     assert metrics["trainable_parameters"] > 0 and metrics["examples"] == 4
     card = (out / "README.md").read_text()
     assert metrics["data_sha256"] in card and "max_steps: 2" in card
+    config = json.loads((out / "config.json").read_text())
+    # float32 weights that say nothing of the GGUF they came from (converters refuse those)
+    assert config["use_cache"] is True and "quantization_config" not in config
 
 
 def test_sft_changes_only_the_trained_layers(checkpoint, params: Params) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from easy_core.storage import atomic_write_text, write_json
+from easy_core.training.models import drop_quantization
 
 
 def freeze_lower_layers(model: Any, train_layers: int) -> int:
@@ -81,6 +82,7 @@ def publish_checkpoint(
     # Trainers switch the KV cache off for training; a checkpoint without it generates one
     # full forward pass per token (hundreds of times slower).
     final.config.use_cache = True
+    drop_quantization(final.config)
     final.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     shutil.rmtree(staging / "trainer", ignore_errors=True)

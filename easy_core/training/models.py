@@ -103,6 +103,13 @@ def _load(model: str, threads: int) -> tuple[Any, Any]:
     return network, tokenizer
 
 
+def drop_quantization(config: Any) -> None:
+    """Forget that the weights came from a GGUF file: they are float32 now, and a config that
+    still says `quant_method: gguf` makes save_pretrained refuse and converters fail."""
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+
+
 def _keep_converted(network: Any, tokenizer: Any, target: Path) -> None:
     """Save the de-quantised model so later processes skip the GGUF conversion (Gemma's
     tokenizer alone takes a minute); written to a staging folder, then renamed into place."""
@@ -110,8 +117,7 @@ def _keep_converted(network: Any, tokenizer: Any, target: Path) -> None:
 
     staging = target.with_name(f".{target.name}.{os.getpid()}")
     config = copy.deepcopy(network.config)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config  # the float32 weights are not quantised any more
+    drop_quantization(config)
     plain = type(network)(config)  # a GGUF-loaded model refuses save_pretrained
     plain.load_state_dict(network.state_dict())
     try:
