@@ -155,6 +155,16 @@ def eval_command(
             out.print(f"wrote {out_dir}/episodes.jsonl and {out_dir}/metrics.json")
 
 
+def pool_and_suites(pool: Path, suites: str, params: Any) -> tuple[Any, list[tuple[str, Any]]]:
+    """The pool's executors and the named suites (comma-separated), for profiling runs."""
+    from easy_core.evaluation import load_pool
+    from easy_core.suites import get_suite
+
+    names = [name.strip() for name in suites.split(",") if name.strip()]
+    chosen = [(name, get_suite(name, params)) for name in names]  # unknown names fail first
+    return load_pool(pool, params), chosen
+
+
 @app.command("solve")
 @user_errors
 def solve_command(
@@ -217,18 +227,15 @@ def profile_command(
     params_path: ParamsOption = None,
 ) -> None:
     """Measure every executor per domain and write the profile file the pool reads."""
-    from easy_core.evaluation import load_pool
     from easy_core.profiles import measurements_markdown, profile_pool, write_profile
     from easy_core.prompting import executor_cards
-    from easy_core.suites import get_suite
 
     params = resolve_params(params_path)
-    executors = load_pool(pool, params)
+    executors, chosen = pool_and_suites(pool, suites, params)
     if out_path is None:
         if executors.config.profile is None:
             raise EasyError(f"{pool} names no `profile:` file; pass --out FILE")
         out_path = pool.parent / executors.config.profile
-    chosen = [(name, get_suite(name, params)) for name in suites.split(",") if name.strip()]
     with progress_bar() as progress:
         bar = progress.add_task(f"profiling {executors.name}", total=None)
         profile, measurements = profile_pool(
@@ -254,15 +261,12 @@ def calibrate_command(
 ) -> None:
     """Simulated (the measured profile replayed) against measured success on held-out tasks."""
     from easy_core.calibration import calibrate, calibration_markdown
-    from easy_core.evaluation import load_pool
     from easy_core.executors.simulated import SimWorld
     from easy_core.plots import calibration_plot
     from easy_core.storage import atomic_write_text, write_json
-    from easy_core.suites import get_suite
 
     params = resolve_params(params_path)
-    executors = load_pool(pool, params)
-    chosen = [(name, get_suite(name, params)) for name in suites.split(",") if name.strip()]
+    executors, chosen = pool_and_suites(pool, suites, params)
     with progress_bar() as progress:
         bar = progress.add_task(f"calibrating {executors.name}", total=None)
         report = calibrate(

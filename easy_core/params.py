@@ -158,11 +158,25 @@ class ProfileParams(_Section):
     seed: int = 0
 
 
+class RealSuiteData(_Section):
+    """Teacher turns on a real suite's training split."""
+
+    suite: str = "research"
+    pool: str = "configs/pools/cpu-real.yaml"
+    n_tasks: int = Field(56, ge=1)
+    executors: Literal["replay", "real"] = Field(
+        "replay",
+        description="replay: the pool's measured profile replayed by sim executors (fast, no "
+        "model or server); real: the pool's executors themselves (servers must be up)",
+    )
+
+
 class SftDataParams(_Section):
     teacher: str = "greedy"
     pool: str = SIM_POOLS[0]
     n_tasks: int = Field(400, ge=1)
     seed: int = 0
+    real: list[RealSuiteData] = Field(default_factory=lambda: [RealSuiteData()])
 
 
 class RolloutParams(_Section):

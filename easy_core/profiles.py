@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
+from easy_core.config import load_yaml_model
 from easy_core.errors import ConfigError
 from easy_core.executors.base import StepRequest
 from easy_core.executors.pool import ExecutorPool
@@ -105,6 +106,12 @@ async def _measure_real(
     return list(await asyncio.gather(*(one(*item) for item in work)))
 
 
+def informative(task: Task, subtask: Subtask) -> bool:
+    """Whether a subtask measures anything: a suite marks the ones any answer passes (the
+    spare moves of a TextWorld game after it is won) with `metadata["uninformative"]`."""
+    return subtask.id not in task.metadata.get("uninformative", ())
+
+
 def fit_latency(results: list[StepResult]) -> LatencyModel | None:
     """Least squares of latency on output tokens; None when the calls cannot separate the two
     (fewer than 3, or all of one length)."""
@@ -138,7 +145,10 @@ def measure_real_pool(
     for name, executor in pool.executors.items():
         declared = set(executor.profile.capability)
         work = [
-            (t, sub, check) for t, check in tasks for sub in t.subtasks if sub.skill in declared
+            (t, sub, check)
+            for t, check in tasks
+            for sub in t.subtasks
+            if sub.skill in declared and informative(t, sub)
         ]
         if not work:
             continue
@@ -170,7 +180,27 @@ def measured_profile(
     )
 
 
+def merged(old: MeasuredProfile, new: MeasuredProfile) -> MeasuredProfile:
+    """`new` over `old`: a profile can be measured one suite at a time."""
+    executors = {name: entry.model_copy(deep=True) for name, entry in old.executors.items()}
+    for name, entry in new.executors.items():
+        previous = executors.get(name)
+        if previous is None:
+            executors[name] = entry
+            continue
+        previous.capability.update(entry.capability)
+        if entry.latency is not None:
+            previous.latency = entry.latency
+    suites = old.suites + [s for s in new.suites if s not in old.suites]
+    return new.model_copy(update={"executors": executors, "suites": suites})
+
+
 def write_profile(path: str | Path, profile: MeasuredProfile) -> Path:
+    """Write `profile`, merged over the profile already at `path` for the same pool."""
+    if Path(path).is_file():
+        old = load_yaml_model(path, MeasuredProfile)
+        if old.pool == profile.pool:
+            profile = merged(old, profile)
     return atomic_write_text(
         path, yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True), sort_keys=False)
     )

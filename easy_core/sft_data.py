@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from easy_core.evaluation import load_pool, run_episodes
+from easy_core.executors.pool import ExecutorPool, load_pool_config
+from easy_core.params import Params
 from easy_core.prompting import plan_text, render_messages
+from easy_core.runtime.episode import EpisodeRunner
 from easy_core.schemas import ExecutorProfile, Plan, Task, Trajectory
+from easy_core.suites import get_suite
 
 
 def teacher_examples(
@@ -19,7 +24,48 @@ def teacher_examples(
             continue
         turns = [m.plan for m in trajectory.milestones]
         turns.append(Plan(milestone="answer", final_answer=trajectory.final_answer))
+        if task.suite != "sim":  # real tasks do not show their subtask ids: plans cannot cite them
+            turns = [_without_covers(plan) for plan in turns]
         for index, plan in enumerate(turns):
             messages = render_messages(task, profiles, trajectory.milestones[:index])
             messages.append({"role": "assistant", "content": plan_text(plan)})
             yield {"task_id": task.id, "turn": index, "messages": messages}
+
+
+def _without_covers(plan: Plan) -> Plan:
+    steps = [step.model_copy(update={"covers": None}) for step in plan.steps]
+    return plan.model_copy(update={"steps": steps})
+
+
+def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
+    """The teacher's successful turns on the sim suite's training split and on each real
+    suite of `sft_data.real`, and a summary per suite."""
+    from easy_core.calibration import sim_replay
+
+    config = params.sft_data
+    sources: list[tuple[str, int, ExecutorPool]] = [
+        ("sim", config.n_tasks, load_pool(config.pool, params))
+    ]
+    for real in config.real:
+        if real.executors == "replay":
+            pool = ExecutorPool.from_config(sim_replay(load_pool_config(real.pool)))
+        else:
+            pool = load_pool(real.pool, params)
+        sources.append((real.suite, real.n_tasks, pool))
+    examples: list[dict] = []
+    summary: dict = {"teacher": config.teacher, "suites": {}}
+    for name, n_tasks, pool in sources:
+        suite = get_suite(name, params)
+        tasks = list(suite.tasks("train", n_tasks, config.seed))
+        runner = EpisodeRunner(pool, params, suite.check)
+        trajectories = run_episodes(tasks, runner, config.teacher, config.seed)
+        rows = list(teacher_examples(zip(tasks, trajectories, strict=True), pool.profiles))
+        examples += rows
+        summary["suites"][name] = {
+            "pool": pool.name,
+            "tasks": len(tasks),
+            "successful_trajectories": sum(t.correct for t in trajectories),
+            "examples": len(rows),
+        }
+    summary["examples"] = len(examples)
+    return examples, summary

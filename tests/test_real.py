@@ -87,6 +87,19 @@ def llama_profile(url: str) -> ExecutorProfile:
     )
 
 
+def hf_profile(model: str, max_output_tokens: int) -> ExecutorProfile:
+    return ExecutorProfile(
+        name=model,
+        backend="hf",
+        model=model,
+        price_in_per_1m=1.0,
+        price_out_per_1m=1.0,
+        latency=LatencyModel(ttft_s=0.1, tokens_per_s=10),
+        context_window=4096,
+        max_output_tokens=max_output_tokens,
+    )
+
+
 # --------------------------------------------------------------------------- executors
 
 
@@ -136,17 +149,7 @@ def test_llama_cpp_enforces_the_plan_schema(llama_url: str) -> None:
 def test_hf_executor_batches_concurrent_steps() -> None:
     from easy_core.executors.hf_local import HFExecutor
 
-    profile = ExecutorProfile(
-        name="smollm2-hf",
-        backend="hf",
-        model="smollm2-135m",
-        price_in_per_1m=1.0,
-        price_out_per_1m=1.0,
-        latency=LatencyModel(ttft_s=0.1, tokens_per_s=10),
-        context_window=2048,
-        max_output_tokens=12,
-    )
-    executor = HFExecutor(profile)
+    executor = HFExecutor(hf_profile("smollm2-135m", 12))
     batches: list[int] = []
     generate = executor.generate
 
@@ -171,18 +174,8 @@ def test_hf_executor_batches_concurrent_steps() -> None:
 def test_gemma_loads_from_its_package_and_generates() -> None:
     from easy_core.executors.hf_local import HFExecutor
 
-    profile = ExecutorProfile(
-        name="gemma3-hf",
-        backend="hf",
-        model="gemma3-270m",
-        price_in_per_1m=1.0,
-        price_out_per_1m=1.0,
-        latency=LatencyModel(ttft_s=0.1, tokens_per_s=10),
-        context_window=4096,
-        max_output_tokens=6,
-    )
     task = next(MathSuite().tasks("test", 1, 0))
-    result = asyncio.run(HFExecutor(profile).run(request(task, "2 + 2 =", 6)))
+    result = asyncio.run(HFExecutor(hf_profile("gemma3-270m", 6)).run(request(task, "2 + 2 =", 6)))
     assert result.status == "ok" and 0 < result.tokens_out <= 6
 
 
@@ -365,3 +358,56 @@ def test_a_sim_replay_of_the_cpu_pool_runs_real_suite_tasks() -> None:
 def test_every_pool_file_parses() -> None:
     names = {load_pool_config(path).name for path in sorted(CPU_REAL.parent.glob("*.yaml"))}
     assert {"cpu-real", "gpu-vllm", "sim-default", "sim-unseen"} <= names
+
+
+def test_sft_data_includes_a_real_suite_without_latent_subtask_ids() -> None:
+    from easy_core.params import RealSuiteData
+    from easy_core.sft_data import teacher_dataset
+
+    params = Params()
+    params.sft_data.n_tasks = 20
+    params.sft_data.real = [RealSuiteData(suite="research", n_tasks=20)]
+    examples, summary = teacher_dataset(params)
+    assert summary["suites"]["research"]["pool"] == "cpu-real-sim"
+    research = [e for e in examples if e["task_id"].startswith("research-train")]
+    assert research and len(research) < len(examples)
+    first_turn = json.loads(research[0]["messages"][-1]["content"])
+    assert [s["executor"] for s in first_turn["steps"]][0] == "retrieve"
+    assert all(s.get("covers") is None for s in first_turn["steps"])
+
+
+def test_profiles_measured_one_suite_at_a_time_merge(tmp_path: Path) -> None:
+    from easy_core.config import load_yaml_model
+    from easy_core.profiles import write_profile
+    from easy_core.schemas import DomainCapability, MeasuredExecutor, MeasuredProfile
+
+    def profile(suite: str, domain: str, success: float) -> MeasuredProfile:
+        capability = {domain: DomainCapability(success=success, n=4)}
+        return MeasuredProfile(
+            pool="p",
+            suites=[suite],
+            n_tasks=4,
+            seed=0,
+            executors={"a": MeasuredExecutor(capability=capability)},
+        )
+
+    path = tmp_path / "p.yaml"
+    write_profile(path, profile("math", "math", 0.5))
+    write_profile(path, profile("code", "code", 0.25))
+    write_profile(path, profile("math", "math", 0.75))  # measured again: replaces
+    merged = load_yaml_model(path, MeasuredProfile)
+    assert merged.suites == ["math", "code"]
+    assert {d: c.success for d, c in merged.executors["a"].capability.items()} == {
+        "math": 0.75,
+        "code": 0.25,
+    }
+
+
+def test_spare_moves_of_a_won_game_are_not_profiled() -> None:
+    from easy_core.profiles import informative
+    from easy_core.suites.embodied import EmbodiedSuite
+
+    task = next(EmbodiedSuite().tasks("train", 1, 0))
+    moves = [s for s in task.subtasks if s.skill == "embodied"]
+    kept = [s.id for s in moves if informative(task, s)]
+    assert len(kept) == len(task.metadata["walkthrough"]) and len(moves) == len(kept) + 2

@@ -11,6 +11,7 @@ import pytest
 
 from easy_core.errors import ConfigError
 from easy_core.evaluation import EvalSpec, evaluate
+from easy_core.executors.pool import load_pool_config
 from easy_core.params import Params
 from easy_core.policies.llm import plan_schema
 from easy_core.sft_data import teacher_examples
@@ -120,7 +121,10 @@ def test_easy_policy_over_the_openai_api_asks_for_the_plan_schema(params: Params
     assert trajectory.end_reason == "final_answer" and trajectory.final_answer == "x"
     assert trajectory.metrics.orchestrator_tokens == 3
     body = server.requests[0]["body"]
-    assert body["response_format"]["json_schema"]["schema"] == plan_schema()
+    schema = body["response_format"]["json_schema"]["schema"]
+    executors = {p.name for p in load_pool_config(SIM_DEFAULT).executors}
+    assert set(schema["$defs"]["Step"]["properties"]["executor"]["enum"]) == executors
+    assert schema["properties"] == plan_schema()["properties"]
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from easy_core.schemas import ExecutorProfile, StepResult, Task
+from easy_core.schemas import ExecutorProfile, StepResult, StepStatus, Task
 
 
 @dataclass(slots=True)
@@ -45,3 +45,29 @@ class Executor(Protocol):
 def approx_tokens(text: str) -> int:
     """Rough token count of plain text (4 characters a token), for estimates only."""
     return (len(text) + 3) // 4
+
+
+def step_result(
+    profile: ExecutorProfile,
+    request: StepRequest,
+    *,
+    output: str = "",
+    tokens_in: int = 0,
+    tokens_out: int = 0,
+    latency_s: float = 0.0,
+    status: StepStatus = "ok",
+    error: str | None = None,
+) -> StepResult:
+    """A real backend's result for `request`, charged at the profile's prices."""
+    return StepResult(
+        step_id=request.step_id,
+        executor=profile.name,
+        status=status,
+        output=output,
+        error=error,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost_usd=profile.cost_usd(tokens_in, tokens_out),
+        latency_s=latency_s,
+        covers=list(request.covers),
+    )

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.executors.base import StepRequest, approx_tokens, step_result
 from easy_core.executors.hf_settings import HFSettings
 from easy_core.executors.openai_http import render_step, shared_prefix
 from easy_core.schemas import ExecutorProfile, StepResult
@@ -60,23 +60,16 @@ class HFExecutor:
         try:
             text, tokens_in, tokens_out, latency = await pending.future
         except Exception as exc:  # a generation error fails the step, never the episode
-            return StepResult(
-                step_id=request.step_id,
-                executor=self.profile.name,
-                status="failed",
-                error=f"{type(exc).__name__}: {exc}",
-                covers=list(request.covers),
+            return step_result(
+                self.profile, request, status="failed", error=f"{type(exc).__name__}: {exc}"
             )
-        return StepResult(
-            step_id=request.step_id,
-            executor=self.profile.name,
-            status="ok",
+        return step_result(
+            self.profile,
+            request,
             output=text,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
-            cost_usd=self.profile.cost_usd(tokens_in, tokens_out),
             latency_s=latency,
-            covers=list(request.covers),
         )
 
     def _start_batch(self) -> None:

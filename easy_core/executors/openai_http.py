@@ -12,7 +12,7 @@ import time
 import httpx
 
 from easy_core.errors import ConfigError
-from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.executors.base import StepRequest, approx_tokens, step_result
 from easy_core.executors.faults import ExecutorConnectionError, ExecutorHTTPError
 from easy_core.schemas import ExecutorProfile, StepResult
 
@@ -92,26 +92,17 @@ class OpenAIExecutor:
             usage.get("prompt_tokens") or sum(approx_tokens(m["content"]) for m in body["messages"])
         )
         tokens_out = int(usage.get("completion_tokens") or approx_tokens(text))
-        return StepResult(
-            step_id=request.step_id,
-            executor=self.profile.name,
-            status="ok",
+        return step_result(
+            self.profile,
+            request,
             output=text.strip(),
             tokens_in=tokens_in,
             tokens_out=tokens_out,
-            cost_usd=self.profile.cost_usd(tokens_in, tokens_out),
             latency_s=time.monotonic() - started,
-            covers=list(request.covers),
         )
 
     def _failed(self, request: StepRequest, error: str) -> StepResult:
-        return StepResult(
-            step_id=request.step_id,
-            executor=self.profile.name,
-            status="failed",
-            error=error,
-            covers=list(request.covers),
-        )
+        return step_result(self.profile, request, status="failed", error=error)
 
     def estimate_input_tokens(self, request: StepRequest) -> int:
         # chars/4 undercounts some text; pad so the ledger's reservation stays an upper bound

@@ -7,7 +7,7 @@ import asyncio
 import re
 import time
 
-from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.executors.base import StepRequest, approx_tokens, step_result
 from easy_core.executors.sandbox import SandboxLimits, run_python
 from easy_core.schemas import ExecutorProfile, StepResult
 
@@ -42,17 +42,15 @@ class PythonToolExecutor:
         else:
             last = outcome.stderr.strip().splitlines()[-1:] or ["no output"]
             status, error = "failed", f"exit {outcome.returncode}: {last[0]}"
-        return StepResult(
-            step_id=request.step_id,
-            executor=self.profile.name,
+        return step_result(
+            self.profile,
+            request,
             status=status,
             output=outcome.stdout.strip(),
             error=error,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
-            cost_usd=self.profile.cost_usd(tokens_in, tokens_out),
             latency_s=latency,
-            covers=list(request.covers),
         )
 
     def estimate_input_tokens(self, request: StepRequest) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 
 from easy_core.corpora import get_corpus
 from easy_core.errors import ConfigError
-from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.executors.base import StepRequest, approx_tokens, step_result
 from easy_core.schemas import ExecutorProfile, StepResult
 
 TOP_K = 3
@@ -91,12 +91,11 @@ class RetrieveExecutor:
     async def run(self, request: StepRequest) -> StepResult:
         corpus = request.task.metadata.get("corpus")
         if not corpus:
-            return StepResult(
-                step_id=request.step_id,
-                executor=self.profile.name,
+            return step_result(
+                self.profile,
+                request,
                 status="failed",
                 error=f"task {request.task.id} has no corpus to retrieve from",
-                covers=list(request.covers),
             )
         query = self._query(request)
         started = time.monotonic()
@@ -105,16 +104,13 @@ class RetrieveExecutor:
         )
         output = "\n".join(docs)
         tokens_in, tokens_out = approx_tokens(query), approx_tokens(output)
-        return StepResult(
-            step_id=request.step_id,
-            executor=self.profile.name,
-            status="ok",
+        return step_result(
+            self.profile,
+            request,
             output=output,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
-            cost_usd=self.profile.cost_usd(tokens_in, tokens_out),
             latency_s=time.monotonic() - started,
-            covers=list(request.covers),
         )
 
     def estimate_input_tokens(self, request: StepRequest) -> int:

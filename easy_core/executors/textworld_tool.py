@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from easy_core.errors import EasyError
-from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.executors.base import StepRequest, approx_tokens, step_result
 from easy_core.runtime.clock import VirtualTimeLoop
 from easy_core.schemas import ExecutorProfile, StepResult
 
@@ -294,17 +294,15 @@ class TextWorldExecutor:
         except TextWorldError as exc:
             status, output, error = "failed", "", str(exc)
         tokens_in, tokens_out = approx_tokens(command), max(1, approx_tokens(output))
-        return StepResult(
-            step_id=request.step_id,
-            executor=self.profile.name,
+        return step_result(
+            self.profile,
+            request,
             status=status,
             output=output,
             error=error,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
-            cost_usd=self.profile.cost_usd(tokens_in, tokens_out),
             latency_s=time.monotonic() - started,
-            covers=list(request.covers),
         )
 
     @staticmethod

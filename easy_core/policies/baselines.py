@@ -47,6 +47,7 @@ class Estimates:
         slope = state.params.capability.difficulty_slope
         self.options: dict[str, list[Option]] = {}  # per subtask, cheapest first
         self._by_name: dict[str, dict[str, Option]] = {}
+        self._undeclared: dict[str, list[Option]] = {}
         profiles = [
             (p.name, p.capability, p.price_in_per_1m, p.price_out_per_1m, p.verbosity)
             for p in state.pool.profiles
@@ -56,10 +57,10 @@ class Estimates:
                 task.subtask(dep).output_tokens for dep in sub.depends_on
             )
             skill, difficulty, tokens_out = sub.skill, sub.difficulty, sub.output_tokens
-            options = []
+            options, undeclared = [], []
             for name, capability, price_in, price_out, verbosity in profiles:
                 base = capability.get(skill)
-                options.append(
+                (options if base is not None else undeclared).append(
                     Option(
                         (tokens_in * price_in + round(tokens_out * verbosity) * price_out) / 1e6,
                         name,
@@ -67,13 +68,17 @@ class Estimates:
                         price_out,
                     )
                 )
-            options.sort()
-            self.options[sub.id] = options
+            # Choices come from the executors that declare the skill (a capability entry, even
+            # a measured 0): a game tool is no candidate for a math step.
+            self.options[sub.id] = sorted(options or undeclared)
+            self._undeclared[sub.id] = undeclared if options else []
 
     def by_name(self, sub_id: str) -> dict[str, Option]:
+        """Every executor's option on `sub_id`, declaring the skill or not."""
         table = self._by_name.get(sub_id)
         if table is None:
-            table = self._by_name[sub_id] = {o.executor: o for o in self.options[sub_id]}
+            every = self.options[sub_id] + self._undeclared[sub_id]
+            table = self._by_name[sub_id] = {o.executor: o for o in every}
         return table
 
 
@@ -234,6 +239,14 @@ class _SingleExecutorPolicy(SubtaskPolicy):
     def pick(self, state: EpisodeState) -> ExecutorProfile:
         raise NotImplementedError
 
+    @staticmethod
+    def candidates(state: EpisodeState) -> list[ExecutorProfile]:
+        """Executors that declare every skill of the task, else any of them, else all."""
+        skills = {sub.skill for sub in state.task.subtasks}
+        profiles = state.pool.profiles
+        every = [p for p in profiles if skills <= p.capability.keys()]
+        return every or [p for p in profiles if skills & p.capability.keys()] or profiles
+
 
 class StrongestPolicy(_SingleExecutorPolicy):
     name = "strongest"
@@ -242,7 +255,7 @@ class StrongestPolicy(_SingleExecutorPolicy):
         table = estimates(state)
         subs = state.task.subtasks
         return max(
-            state.pool.profiles,
+            self.candidates(state),
             key=lambda p: (
                 sum(table.by_name(s.id)[p.name].success for s in subs),
                 -sum(table.by_name(s.id)[p.name].cost for s in subs),
@@ -256,11 +269,12 @@ class CheapestPolicy(_SingleExecutorPolicy):
     def pick(self, state: EpisodeState) -> ExecutorProfile:
         table = estimates(state)
         subs = state.task.subtasks
+        candidates = self.candidates(state)
         useful = [
             p
-            for p in state.pool.profiles
+            for p in candidates
             if all(table.by_name(s.id)[p.name].success >= USELESS_BELOW for s in subs)
-        ] or state.pool.profiles
+        ] or candidates
         return min(
             useful, key=lambda p: (sum(table.by_name(s.id)[p.name].cost for s in subs), p.name)
         )
@@ -271,7 +285,8 @@ class RandomPolicy(SubtaskPolicy):
 
     def choose(self, state: EpisodeState, sub: Subtask) -> str:
         rng = random.Random(f"{state.seed}|{state.task.id}|{sub.id}|{len(state.milestones)}")
-        return rng.choice(state.pool.profiles).name
+        candidates = [p for p in state.pool.profiles if sub.skill in p.capability]
+        return rng.choice(candidates or state.pool.profiles).name
 
 
 class GreedyPolicy(SubtaskPolicy):

@@ -25,8 +25,23 @@ from easy_core.prompting import render_messages
 from easy_core.schemas import Plan
 
 
-def plan_schema() -> dict[str, Any]:
-    return Plan.model_json_schema()
+def plan_schema(
+    executors: list[str] | None = None, subtasks: list[str] | None = None
+) -> dict[str, Any]:
+    """The Plan's JSON schema; with the pool's executor names (and the task's subtask ids) as
+    enums, so a grammar-constrained decoder cannot name an executor that does not exist."""
+    schema = Plan.model_json_schema()
+    step = schema["$defs"]["Step"]["properties"]
+    if executors:
+        step["executor"] = {"type": "string", "enum": sorted(executors)}
+    if subtasks:
+        step["covers"] = {
+            "anyOf": [
+                {"type": "array", "items": {"type": "string", "enum": subtasks}},
+                {"type": "null"},
+            ]
+        }
+    return schema
 
 
 def generate_hf(
@@ -60,8 +75,12 @@ def generate_hf(
 
 
 def generate_openai(
-    messages: list[dict[str, str]], settings: OrchestratorParams
+    messages: list[dict[str, str]],
+    settings: OrchestratorParams,
+    schema: dict[str, Any] | None = None,
 ) -> tuple[str, int]:
+    """One completion from the server; with `settings.structured`, constrained to `schema`
+    (default: the generic Plan schema)."""
     import httpx
 
     if not settings.endpoint:
@@ -78,12 +97,13 @@ def generate_openai(
         "max_tokens": settings.max_new_tokens,
         "temperature": settings.temperature,
     }
+    schema = schema or plan_schema()
     if settings.structured and settings.schema_format == "json_object":
-        body["response_format"] = {"type": "json_object", "schema": plan_schema()}
+        body["response_format"] = {"type": "json_object", "schema": schema}
     elif settings.structured:
         body["response_format"] = {
             "type": "json_schema",
-            "json_schema": {"name": "plan", "schema": plan_schema()},
+            "json_schema": {"name": "plan", "schema": schema},
         }
     url = settings.endpoint.rstrip("/") + "/chat/completions"
     # A blocking call, like in-process generation: the orchestrator's turn is not simulated
@@ -116,6 +136,9 @@ class LLMPolicy:
             key = f"{state.seed}|{state.task.id}|{state.scratch.get('branch', '')}|"
             text, tokens = generate_hf(messages, settings, key + str(len(state.milestones)))
         else:
-            text, tokens = generate_openai(messages, settings)
+            schema = plan_schema(
+                list(state.pool.executors), [sub.id for sub in state.task.subtasks] or None
+            )
+            text, tokens = generate_openai(messages, settings, schema)
         state.scratch["orchestrator_tokens"] = state.scratch.get("orchestrator_tokens", 0) + tokens
         return text

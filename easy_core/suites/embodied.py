@@ -195,7 +195,14 @@ def make_task(cache_dir: str | Path, level: int, seed: int, split: str, index: i
         subtasks=subtasks,
         budget_usd=BUDGET_USD,
         budget_s=BUDGET_S,
-        metadata={"game_file": str(path), "walkthrough": walkthrough, "level": level},
+        metadata={
+            "game_file": str(path),
+            "walkthrough": walkthrough,
+            "level": level,
+            # moves after the walkthrough pass with any command once the game is won: profiling
+            # skips them (they would count as successes of every executor)
+            "uninformative": [f"a{i}" for i in range(len(walkthrough) + 1, len(moves) + 1)],
+        },
     )
 
 

@@ -11,7 +11,7 @@ from easy_core.errors import PlanError
 from easy_core.evaluation import load_pool
 from easy_core.graph import parse_plan, validate_plan
 from easy_core.params import Params
-from easy_core.policies.llm import generate_hf, generate_openai
+from easy_core.policies.llm import generate_hf, generate_openai, plan_schema
 from easy_core.prompting import render_messages
 from easy_core.suites.sim import SimSuite
 
@@ -30,7 +30,8 @@ def valid_plan_rate(
         if settings.backend == "hf":
             text, used = generate_hf(messages, settings, f"{seed}|{task.id}")
         else:
-            text, used = generate_openai(messages, settings)
+            schema = plan_schema(list(names), [sub.id for sub in task.subtasks])
+            text, used = generate_openai(messages, settings, schema)
         tokens += used
         try:
             plan = parse_plan(text)
