@@ -162,7 +162,9 @@ class RealSuiteData(_Section):
     """Teacher turns on a real suite's training split."""
 
     suite: str = "research"
-    pool: str = "configs/pools/cpu-real.yaml"
+    # gpu-vllm: models that can synthesise an answer (the CPU pool's 135M models measure 0, so
+    # its replay yields no successful trajectory to learn from)
+    pool: str = "configs/pools/gpu-vllm.yaml"
     n_tasks: int = Field(56, ge=1)
     executors: Literal["replay", "real"] = Field(
         "replay",

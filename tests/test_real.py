@@ -368,7 +368,7 @@ def test_sft_data_includes_a_real_suite_without_latent_subtask_ids() -> None:
     params.sft_data.n_tasks = 20
     params.sft_data.real = [RealSuiteData(suite="research", n_tasks=20)]
     examples, summary = teacher_dataset(params)
-    assert summary["suites"]["research"]["pool"] == "cpu-real-sim"
+    assert summary["suites"]["research"]["pool"] == "gpu-vllm-sim"
     research = [e for e in examples if e["task_id"].startswith("research-train")]
     assert research and len(research) < len(examples)
     first_turn = json.loads(research[0]["messages"][-1]["content"])
@@ -411,3 +411,24 @@ def test_spare_moves_of_a_won_game_are_not_profiled() -> None:
     moves = [s for s in task.subtasks if s.skill == "embodied"]
     kept = [s.id for s in moves if informative(task, s)]
     assert len(kept) == len(task.metadata["walkthrough"]) and len(moves) == len(kept) + 2
+
+
+@pytest.mark.parametrize("policy", ["greedy", "cheapest", "strongest", "random"])
+def test_baselines_choose_only_executors_that_declare_the_skill(policy: str) -> None:
+    from easy_core.calibration import sim_replay
+    from easy_core.executors.pool import ExecutorPool
+    from easy_core.policies import get_policy
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+    from easy_core.runtime.episode import EpisodeRunner
+
+    config = load_pool_config(CPU_REAL)
+    pool = ExecutorPool.from_config(sim_replay(config))
+    declared = {p.name for p in config.executors if "math" in p.capability}
+    suite = MathSuite()
+    runner = EpisodeRunner(pool, Params(), suite.check)
+    for task in suite.tasks("test", 5, 0):
+        trajectory = run_synchronously(
+            runner.run(task, get_policy(policy), 0, DiscreteEventClock())
+        )
+        used = {r.executor for m in trajectory.milestones for r in m.results}
+        assert used and used <= declared, used

@@ -565,8 +565,9 @@ class _Schedule(PlanSchedule):
     def _fallback(
         self, step: Step, tried: list[str], current: str, best_effort: bool = False
     ) -> str | None:
-        """The cheapest executor not tried yet (and not behind an open breaker) that is at least
-        as capable on the step's subtasks as `current`; without subtasks, at least as pricey.
+        """The cheapest executor not tried yet (and not behind an open breaker) that declares the
+        skills of the step's subtasks and is at least as capable on them as `current`; without
+        subtasks, at least as pricey.
         `best_effort`: if there is none, the most capable of the others."""
         now = self.clock.time()
         executors = self.session.pool.executors
@@ -583,7 +584,15 @@ class _Schedule(PlanSchedule):
             )
 
         floor = capability(current)
-        others = [n for n in executors if n not in tried and self._breaker(n).allows(now)]
+        skills = {task.subtask(c).skill for c in step.covers or ()}
+        others = [
+            n
+            for n in executors
+            if n not in tried
+            and self._breaker(n).allows(now)
+            # never a fallback that does not declare the step's skills (a game tool for math)
+            and skills <= executors[n].profile.capability.keys()
+        ]
         candidates = [name for name in others if capability(name) >= floor]
         if not candidates:
             return max(others, key=capability, default=None) if best_effort else None
