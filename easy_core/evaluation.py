@@ -71,7 +71,9 @@ def run_episodes(
 ) -> list[Trajectory]:
     """Episodes one after another on one event loop (each has the pool's slots to itself)."""
     policy = get_policy(policy_name)
-    if not runner.can_simulate():
+    if any(
+        getattr(getattr(e, "inner", e), "wall_clock", False) for e in runner.pool.executors.values()
+    ):
         # Real executors wait on threads and sockets, which a virtual clock would skip past
         # (every step would hit its timeout at once): their episodes run in wall time.
         mode = "wall"

@@ -38,6 +38,8 @@ def params_from(path: str | None) -> Params:
         section.pools = [where(pool) for pool in section.pools]
     for section in (params.sft_data, params.rollouts, params.inference, params.policy_training):
         section.pool = where(section.pool)
+    for real in params.sft_data.real:
+        real.pool = where(real.pool)
     return params
 
 
@@ -48,6 +50,7 @@ def load_pool_secrets(params: Params) -> int:
         *params.evaluate.pools,
         *params.nightly.pools,
         params.sft_data.pool,
+        *(real.pool for real in params.sft_data.real),
         params.rollouts.pool,
         params.inference.pool,
     }

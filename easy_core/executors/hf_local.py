@@ -37,6 +37,8 @@ def render_prompt(tokenizer: Any, request: StepRequest) -> str:
 
 
 class HFExecutor:
+    wall_clock = True  # waits on real work: episodes using it run in wall time
+
     def __init__(self, profile: ExecutorProfile, settings: HFSettings | None = None):
         from easy_core.training.models import load_causal_lm
 

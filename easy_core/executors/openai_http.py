@@ -36,6 +36,8 @@ def render_step(request: StepRequest) -> str:
 
 
 class OpenAIExecutor:
+    wall_clock = True  # waits on real work: episodes using it run in wall time
+
     def __init__(self, profile: ExecutorProfile):
         if not profile.endpoint or not profile.model:
             raise ConfigError(

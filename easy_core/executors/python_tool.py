@@ -20,6 +20,8 @@ def extract_code(instruction: str) -> str:
 
 
 class PythonToolExecutor:
+    wall_clock = True  # waits on real work: episodes using it run in wall time
+
     def __init__(self, profile: ExecutorProfile, limits: SandboxLimits | None = None):
         self.profile = profile
         self.limits = limits or SandboxLimits()

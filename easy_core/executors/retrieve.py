@@ -73,6 +73,8 @@ def search(
 
 
 class RetrieveExecutor:
+    wall_clock = True  # waits on real work: episodes using it run in wall time
+
     def __init__(self, profile: ExecutorProfile, method: str):
         if method not in ("bm25", "embed"):
             raise ConfigError(f"retrieval method {method!r}: use bm25 or embed")
