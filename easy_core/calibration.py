@@ -9,6 +9,7 @@ the Pearson correlation and the mean absolute error over pairs.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 
 from pydantic import BaseModel
@@ -54,14 +55,13 @@ def sim_replay(config: PoolConfig) -> PoolConfig:
 
 
 def pearson(xs: list[float], ys: list[float]) -> float | None:
+    """Pearson r, or None with fewer than 3 pairs or a constant side."""
     if len(xs) < 3:
         return None
-    mx, my = mean(xs), mean(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
-    if sxx == 0 or syy == 0:
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:
         return None
-    return sxy / (sxx * syy) ** 0.5
 
 
 def calibrate(

@@ -71,11 +71,7 @@ def run_episodes(
 ) -> list[Trajectory]:
     """Episodes one after another on one event loop (each has the pool's slots to itself)."""
     policy = get_policy(policy_name)
-    if any(
-        getattr(getattr(e, "inner", e), "wall_clock", False) for e in runner.pool.executors.values()
-    ):
-        # Real executors wait on threads and sockets, which a virtual clock would skip past
-        # (every step would hit its timeout at once): their episodes run in wall time.
+    if runner.needs_wall_clock():
         mode = "wall"
     if mode == "virtual" and getattr(policy, "synchronous", False) and runner.can_simulate():
         return _run_discrete(tasks, runner, policy, seed, on_episode)

@@ -11,6 +11,7 @@ its calls (least squares of latency on output tokens: intercept = time to first 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -119,16 +120,14 @@ def fit_latency(results: list[StepResult]) -> LatencyModel | None:
     if len(points) < 3:
         return None
     xs, ys = [x for x, _ in points], [y for _, y in points]
-    mx, my = mean(xs), mean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
+    try:
+        slope, intercept = statistics.linear_regression(xs, ys)
+    except statistics.StatisticsError:  # every call produced the same number of tokens
         return None
-    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
     if slope <= 0:  # tools: latency does not grow with output
+        mx, my = mean(xs), mean(ys)
         return LatencyModel(ttft_s=round(my, 4), tokens_per_s=round(mx / max(my, 1e-6), 1))
-    return LatencyModel(
-        ttft_s=round(max(0.0, my - slope * mx), 4), tokens_per_s=round(1 / slope, 2)
-    )
+    return LatencyModel(ttft_s=round(max(0.0, intercept), 4), tokens_per_s=round(1 / slope, 2))
 
 
 def measure_real_pool(

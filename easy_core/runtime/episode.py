@@ -56,6 +56,14 @@ class EpisodeRunner:
         # them (tree-rollout accounting); off by default, it costs a serialisation per turn.
         self.count_plan_tokens = False
 
+    def needs_wall_clock(self) -> bool:
+        """Whether an executor waits on real work (threads, sockets), which a virtual clock
+        would skip past: every step would hit its timeout at once."""
+        return any(
+            getattr(getattr(e, "inner", e), "wall_clock", False)
+            for e in self.pool.executors.values()
+        )
+
     def can_simulate(self) -> bool:
         """Whether every executor can `simulate()`, so episodes can run on a
         `DiscreteEventClock` without an event loop."""
