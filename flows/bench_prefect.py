@@ -38,7 +38,7 @@ async def measure(engine, plan, pool, task) -> dict[str, float]:
 
 
 @flow(name="bench-prefect-engine", task_runner=task_runner(params_from(None)))
-async def bench_flow(steps: int = 50, runs: int = 3, flow_called_at: float = 0.0) -> dict:
+async def bench_flow(steps: int = 50, runs: int = 5, flow_called_at: float = 0.0) -> dict:
     body_started = time.monotonic()
     rng = random.Random(0)
     pool = bench_pool(ttft_s=STEP_S)
@@ -62,7 +62,7 @@ async def bench_flow(steps: int = 50, runs: int = 3, flow_called_at: float = 0.0
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     figures = asyncio.run(bench_flow(args.steps, args.runs, time.monotonic()))
