@@ -602,10 +602,17 @@ def bench_plans(
     endpoint: Annotated[str | None, typer.Option(help="override orchestrator.endpoint")] = None,
     structured: Annotated[
         bool | None,
-        typer.Option("--structured/--free", help="openai: schema-constrained decoding or not"),
+        typer.Option(
+            "--structured/--free",
+            help="schema-constrained decoding (in process: llguidance; openai: the server) or free",
+        ),
     ] = None,
     schema_format: Annotated[
         str | None, typer.Option(help="json_schema, or json_object (llama-cpp-python)")
+    ] = None,
+    extra_body: Annotated[
+        str | None,
+        typer.Option(help="openai: JSON of extra request fields, e.g. '{\"repeat_penalty\": 1.0}'"),
     ] = None,
     params_path: ParamsOption = None,
 ) -> None:
@@ -620,6 +627,7 @@ def bench_plans(
         "endpoint": endpoint,
         "structured": structured,
         "schema_format": schema_format,
+        "extra_body": json.loads(extra_body) if extra_body else None,
     }
     params.orchestrator = OrchestratorParams.model_validate(
         {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -344,6 +344,11 @@ class OrchestratorParams(_Section):
     max_new_tokens: int = Field(1024, ge=16)
     temperature: float = Field(0.0, ge=0)
     threads: int = Field(2, ge=1)
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="openai backend: server-specific request fields, e.g. {repeat_penalty: 1.0} "
+        "for llama-cpp-python, whose default 1.1 penalises the tokens a JSON plan must repeat",
+    )
 
 
 class Params(_Section):

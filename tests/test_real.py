@@ -146,6 +146,44 @@ def test_llama_cpp_enforces_the_plan_schema(llama_url: str) -> None:
     assert isinstance(plan.steps, list) and tokens > 0
 
 
+def test_llama_cpp_takes_the_dag_schema(llama_url: str, params: Params) -> None:
+    """The turn schema's features (per-subtask variants, const ids, dependency enums, a first
+    turn that must plan) survive llama.cpp's schema-to-grammar conversion: the plan validates."""
+    from easy_core.graph import parse_plan, validate_plan
+    from easy_core.policies.llm import generate_openai
+    from easy_core.policies.structured import plan_schema
+    from easy_core.prompting import render_messages
+    from easy_core.suites.sim import SimSuite
+    from tests.conftest import SIM_DEFAULT
+    from tests.test_structured import short_plan_schema
+
+    pool = load_pool(SIM_DEFAULT, params)
+    task = next(t for t in SimSuite(params.sim).tasks("test", 20, 0) if len(t.subtasks) >= 4)
+    schema = plan_schema(
+        list(pool.executors),
+        [s.id for s in task.subtasks],
+        task=task,
+        milestone=1,
+        max_steps=2,
+        must_plan=True,
+    )
+    settings = params.orchestrator.model_copy(
+        update={
+            "backend": "openai",
+            "endpoint": llama_url,
+            "model": "smollm2-135m",
+            "max_new_tokens": 200,
+            "schema_format": "json_object",
+            "extra_body": {"repeat_penalty": 1.0},
+        }
+    )
+    messages = render_messages(task, pool.profiles, [])
+    text, _ = generate_openai(messages, settings, short_plan_schema(schema))
+    plan = parse_plan(text)
+    assert plan.steps and all(step.id not in step.depends_on for step in plan.steps)
+    validate_plan(plan, set(pool.executors), max_steps=2, subtask_ids=task.subtask_index)
+
+
 def test_hf_executor_batches_concurrent_steps() -> None:
     from easy_core.executors.hf_local import HFExecutor
 

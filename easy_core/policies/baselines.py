@@ -23,6 +23,7 @@ from easy_core.capability import shifted_success
 from easy_core.errors import PolicyError
 from easy_core.executors.simulated import SimExecutor
 from easy_core.policies.base import EpisodeState
+from easy_core.policies.structured import step_id
 from easy_core.schemas import ExecutorProfile, Plan, StepResult, Subtask, Task
 
 USELESS_BELOW = 0.1
@@ -185,11 +186,11 @@ class SubtaskPolicy:
                 executor = tried[sub_id][-1]
             else:
                 executor = chooser(sub)
-            deps = [f"m{k}-{d}" if d in redo else latest[d].step_id for d in sub.depends_on]
+            deps = [step_id(k, d) if d in redo else latest[d].step_id for d in sub.depends_on]
             inputs = f" from the results of {', '.join(sub.depends_on)}" if sub.depends_on else ""
             steps.append(
                 {
-                    "id": f"m{k}-{sub.id}",
+                    "id": step_id(k, sub.id),
                     "executor": executor,
                     "instruction": sub.instruction
                     or f"Solve {sub.id} ({sub.skill}, difficulty {sub.difficulty}/5){inputs}.",

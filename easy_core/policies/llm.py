@@ -6,9 +6,11 @@ episode with a completeness penalty; never a crash).
 Backends (params.orchestrator):
 - `hf`: the model in process with transformers (CPU default: the SFT checkpoint of the packaged
   SmolLM2-135M-Instruct), greedy or sampled decoding;
-- `openai`: any OpenAI-compatible server (vLLM, llama.cpp's server) serving the checkpoint; with
-  `structured: true` the request carries the plan's JSON schema as `response_format`, which vLLM
-  (guided decoding) and llama.cpp (grammar) enforce while decoding.
+- `openai`: any OpenAI-compatible server (vLLM, llama.cpp's server) serving the checkpoint.
+With `structured: true` (the default) decoding follows the turn's plan schema
+(`structured.plan_schema`: the pool's executors, the task's subtasks, steps that cannot depend on
+themselves): in process through llguidance, on a server as `response_format`, which vLLM (guided
+decoding) and llama.cpp (grammar) enforce.
 Generated tokens are counted in the episode's `orchestrator_tokens`.
 """
 
@@ -21,34 +23,19 @@ from typing import Any
 from easy_core.errors import ConfigError
 from easy_core.params import OrchestratorParams, Params
 from easy_core.policies.base import EpisodeState
+from easy_core.policies.structured import SchemaConstraint, plan_schema
 from easy_core.prompting import render_messages
-from easy_core.schemas import Plan
-
-
-def plan_schema(
-    executors: list[str] | None = None, subtasks: list[str] | None = None
-) -> dict[str, Any]:
-    """The Plan's JSON schema; with the pool's executor names (and the task's subtask ids) as
-    enums, so a grammar-constrained decoder cannot name an executor that does not exist."""
-    schema = Plan.model_json_schema()
-    step = schema["$defs"]["Step"]["properties"]
-    if executors:
-        step["executor"] = {"type": "string", "enum": sorted(executors)}
-    if subtasks:
-        step["covers"] = {
-            "anyOf": [
-                {"type": "array", "items": {"type": "string", "enum": subtasks}},
-                {"type": "null"},
-            ]
-        }
-    return schema
 
 
 def generate_hf(
-    messages: list[dict[str, str]], settings: OrchestratorParams, sample_key: str = ""
+    messages: list[dict[str, str]],
+    settings: OrchestratorParams,
+    sample_key: str = "",
+    schema: dict[str, Any] | None = None,
 ) -> tuple[str, int]:
     """Greedy decoding, or sampling seeded by `sample_key` (so a rollout branch is repeatable)
-    when the temperature is above 0."""
+    when the temperature is above 0; with `settings.structured` and a schema, only tokens the
+    schema allows (llguidance)."""
     import torch
 
     from easy_core.training.models import load_causal_lm
@@ -57,6 +44,10 @@ def generate_hf(
     encoded = tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
     )
+    constraint = []
+    if settings.structured and schema is not None:
+        prompt_len = encoded["input_ids"].shape[1]
+        constraint = [SchemaConstraint(schema, tokenizer, model.config.vocab_size, prompt_len)]
     sample = settings.temperature > 0
     if sample:
         torch.manual_seed(zlib.crc32(sample_key.encode()))
@@ -69,6 +60,7 @@ def generate_hf(
             top_p=None,
             top_k=None,
             pad_token_id=tokenizer.pad_token_id,
+            logits_processor=constraint or None,
         )
     new = output[0, encoded["input_ids"].shape[1] :]
     return tokenizer.decode(new, skip_special_tokens=True), int(new.shape[0])
@@ -96,6 +88,7 @@ def generate_openai(
         "messages": messages,
         "max_tokens": settings.max_new_tokens,
         "temperature": settings.temperature,
+        **settings.extra_body,
     }
     schema = schema or plan_schema()
     if settings.structured and settings.schema_format == "json_object":
@@ -117,6 +110,21 @@ def generate_openai(
     return text, tokens
 
 
+def turn_schema(state: EpisodeState) -> dict[str, Any]:
+    """The schema of this turn's plan: the pool's executors, the task's subtasks, and steps that
+    may depend only on earlier milestones' steps and on steps before them in this one."""
+    task = state.task
+    return plan_schema(
+        list(state.pool.executors),
+        [sub.id for sub in task.subtasks] or None,
+        task=task,
+        milestone=len(state.milestones) + 1,
+        earlier_steps=[step.id for m in state.milestones for step in m.plan.steps],
+        max_steps=state.params.limits.max_steps_per_plan,
+        must_plan=not state.milestones,
+    )
+
+
 class LLMPolicy:
     name = "easy"
 
@@ -132,13 +140,11 @@ class LLMPolicy:
         messages = render_messages(
             state.task, state.pool.profiles, state.milestones, state.repair_error
         )
+        schema = turn_schema(state)
         if settings.backend == "hf":
             key = f"{state.seed}|{state.task.id}|{state.scratch.get('branch', '')}|"
-            text, tokens = generate_hf(messages, settings, key + str(len(state.milestones)))
+            text, tokens = generate_hf(messages, settings, key + str(len(state.milestones)), schema)
         else:
-            schema = plan_schema(
-                list(state.pool.executors), [sub.id for sub in state.task.subtasks] or None
-            )
             text, tokens = generate_openai(messages, settings, schema)
         state.scratch["orchestrator_tokens"] = state.scratch.get("orchestrator_tokens", 0) + tokens
         return text

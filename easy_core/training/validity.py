@@ -11,8 +11,10 @@ from easy_core.errors import PlanError
 from easy_core.evaluation import load_pool
 from easy_core.graph import parse_plan, validate_plan
 from easy_core.params import Params
-from easy_core.policies.llm import generate_hf, generate_openai, plan_schema
+from easy_core.policies.llm import generate_hf, generate_openai
+from easy_core.policies.structured import plan_schema
 from easy_core.prompting import render_messages
+from easy_core.stats import wilson_interval
 from easy_core.suites.sim import SimSuite
 
 
@@ -27,10 +29,17 @@ def valid_plan_rate(
     started = time.perf_counter()
     for task in SimSuite(params.sim).tasks(split, n, seed):
         messages = render_messages(task, pool.profiles, [])
+        schema = plan_schema(
+            list(names),
+            [sub.id for sub in task.subtasks],
+            task=task,
+            milestone=1,
+            max_steps=params.limits.max_steps_per_plan,
+            must_plan=True,
+        )
         if settings.backend == "hf":
-            text, used = generate_hf(messages, settings, f"{seed}|{task.id}")
+            text, used = generate_hf(messages, settings, f"{seed}|{task.id}", schema)
         else:
-            schema = plan_schema(list(names), [sub.id for sub in task.subtasks])
             text, used = generate_openai(messages, settings, schema)
         tokens += used
         try:
@@ -47,10 +56,11 @@ def valid_plan_rate(
     return {
         "model": settings.model,
         "backend": settings.backend,
-        "structured": settings.structured if settings.backend == "openai" else False,
+        "structured": settings.structured,
         "tasks": n,
         "valid": valid,
         "valid_rate": valid / n if n else 0.0,
+        "valid_rate_95ci": wilson_interval(valid, n),
         "mean_tokens": tokens / n if n else 0.0,
         "seconds_per_plan": (time.perf_counter() - started) / n if n else 0.0,
         "errors": dict(errors.most_common(5)),

@@ -1,0 +1,146 @@
+"""Structured decoding of the orchestrator's plan: the JSON schema a grammar-constrained decoder
+enforces (sent to vLLM or llama.cpp by the openai backend, compiled by llguidance for the
+in-process hf backend).
+
+A generic schema can name the pool's executors and the task's subtasks, but not the rule that
+breaks most plans of a small model: "a step must not depend on itself (or on a later step)".
+Given the task and the milestone, `plan_schema` also writes that rule as a schema: each step is
+one of the task's subtasks under the id convention the policy is trained on (`m{k}-{subtask}`,
+the teacher's), and its `depends_on` may name only steps of earlier milestones and this
+milestone's steps for subtasks that come before it in the task's dependency order. Self-loops
+and cycles then cannot be decoded; duplicate ids and dependencies on steps the plan never
+writes still can (the validator catches them). On a task's first turn the schema also asks for
+at least one step: with no result yet, a final answer can only be made up (the SFT model's one
+remaining failure on held-out sim tasks was such an answer, a digit repeated to the token cap).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import networkx as nx
+
+from easy_core.schemas import Plan, Task
+
+# Compact separators, no free whitespace: the form of the teacher's plans the model learnt.
+COMPACT_JSON = {"item_separator": ",", "key_separator": ":", "whitespace_flexible": False}
+
+
+def step_id(milestone: int, subtask: str) -> str:
+    return f"m{milestone}-{subtask}"
+
+
+def dependency_order(task: Task) -> list[str]:
+    """The task's subtasks in dependency order, ties broken by the order the task lists them."""
+    position = {sub.id: i for i, sub in enumerate(task.subtasks)}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(position)
+    graph.add_edges_from((dep, sub.id) for sub in task.subtasks for dep in sub.depends_on)
+    return list(nx.lexicographical_topological_sort(graph, key=position.__getitem__))
+
+
+def plan_schema(
+    executors: Sequence[str] | None = None,
+    subtasks: Sequence[str] | None = None,
+    *,
+    task: Task | None = None,
+    milestone: int | None = None,
+    earlier_steps: Sequence[str] = (),
+    max_steps: int | None = None,
+    must_plan: bool = False,
+) -> dict[str, Any]:
+    """The Plan's JSON schema. With the pool's executor names and the task's subtask ids, those
+    become enums; with `task` and `milestone` too, steps follow the DAG rule of the module doc.
+    `must_plan` (a task's first turn: no result exists to answer from) asks for at least one
+    step and no final answer."""
+    schema = Plan.model_json_schema()
+    step = schema["$defs"]["Step"]["properties"]
+    if executors:
+        step["executor"] = {"type": "string", "enum": sorted(executors)}
+    if subtasks:
+        step["covers"] = {
+            "anyOf": [
+                {"type": "array", "items": {"type": "string", "enum": list(subtasks)}},
+                {"type": "null"},
+            ]
+        }
+    if task is not None and milestone is not None and task.subtasks:
+        variants = []
+        before: list[str] = list(earlier_steps)
+        for sub_id in dependency_order(task):
+            own = step_id(milestone, sub_id)
+            # items stated even when none may appear: llama.cpp's converter ignores a bare maxItems
+            allowed = {"type": "string", "enum": list(before)} if before else {"type": "string"}
+            depends_on = {"type": "array", "items": allowed}
+            if not before:
+                depends_on["maxItems"] = 0
+            variants.append(
+                {
+                    "type": "object",
+                    "properties": {**step, "id": {"const": own}, "depends_on": depends_on},
+                    "required": ["id", "executor", "instruction", "depends_on", "covers"],
+                    "additionalProperties": False,
+                }
+            )
+            before.append(own)
+        steps = schema["properties"]["steps"]
+        steps["items"] = {"anyOf": variants}
+        if max_steps is not None:
+            steps["maxItems"] = max_steps
+    if must_plan:
+        schema["properties"]["steps"]["minItems"] = 1
+        schema["properties"]["final_answer"] = {"type": "null"}
+        schema["required"] = ["milestone", "steps", "final_answer"]
+    return schema
+
+
+class SchemaConstraint:
+    """A transformers logits processor that lets only tokens the JSON schema allows next
+    (llguidance's matcher; the mask costs well under a millisecond per token). One instance per
+    generate call of batch size 1."""
+
+    def __init__(self, schema: dict[str, Any], tokenizer: Any, vocab_size: int, prompt_len: int):
+        import llguidance
+        import llguidance.hf
+
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(
+            json.dumps(schema), overrides=COMPACT_JSON
+        )
+        self.matcher = llguidance.LLMatcher(
+            _lltokenizer(tokenizer, vocab_size), grammar, log_level=0
+        )
+        if self.matcher.is_error():
+            raise ValueError(f"plan schema does not compile: {self.matcher.get_error()}")
+        self.prompt_len = prompt_len
+        self.vocab_size = vocab_size
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import llguidance.numpy
+        import torch
+
+        if input_ids.shape[0] != 1:
+            raise ValueError("SchemaConstraint decodes one sequence at a time")
+        if input_ids.shape[1] > self.prompt_len:
+            self.matcher.consume_token(int(input_ids[0, -1]))
+        if self.matcher.is_error():  # cannot happen while this processor masks every step
+            raise RuntimeError(f"structured decoding left the schema: {self.matcher.get_error()}")
+        bitmask = llguidance.numpy.allocate_token_bitmask(1, self.vocab_size)
+        llguidance.numpy.fill_next_token_bitmask(self.matcher, bitmask)
+        words = torch.from_numpy(bitmask[0]).unsqueeze(-1)
+        allowed = ((words >> torch.arange(32, dtype=torch.int32)) & 1).flatten().bool()
+        return scores.masked_fill(~allowed[: scores.shape[-1]], float("-inf"))
+
+
+_TOKENIZERS: dict[tuple[int, int], Any] = {}
+
+
+def _lltokenizer(tokenizer: Any, vocab_size: int) -> Any:
+    """llguidance's view of a Hugging Face tokenizer (about a second to build: cached)."""
+    import llguidance.hf
+
+    key = (id(tokenizer), vocab_size)
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size)
+    return _TOKENIZERS[key]
