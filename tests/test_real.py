@@ -151,7 +151,7 @@ def test_llama_cpp_takes_the_dag_schema(llama_url: str, params: Params) -> None:
     turn that must plan) survive llama.cpp's schema-to-grammar conversion: the plan validates."""
     from easy_core.graph import parse_plan, validate_plan
     from easy_core.policies.llm import generate_openai
-    from easy_core.policies.structured import plan_schema
+    from easy_core.policies.structured import turn_schema
     from easy_core.prompting import render_messages
     from easy_core.suites.sim import SimSuite
     from tests.conftest import SIM_DEFAULT
@@ -159,14 +159,7 @@ def test_llama_cpp_takes_the_dag_schema(llama_url: str, params: Params) -> None:
 
     pool = load_pool(SIM_DEFAULT, params)
     task = next(t for t in SimSuite(params.sim).tasks("test", 20, 0) if len(t.subtasks) >= 4)
-    schema = plan_schema(
-        list(pool.executors),
-        [s.id for s in task.subtasks],
-        task=task,
-        milestone=1,
-        max_steps=2,
-        must_plan=True,
-    )
+    schema = turn_schema(task, list(pool.executors), [], max_steps=2)
     settings = params.orchestrator.model_copy(
         update={
             "backend": "openai",

@@ -23,7 +23,7 @@ from typing import Any
 from easy_core.errors import ConfigError
 from easy_core.params import OrchestratorParams, Params
 from easy_core.policies.base import EpisodeState
-from easy_core.policies.structured import SchemaConstraint, plan_schema
+from easy_core.policies.structured import SchemaConstraint, plan_schema, turn_schema
 from easy_core.prompting import render_messages
 
 
@@ -110,21 +110,6 @@ def generate_openai(
     return text, tokens
 
 
-def turn_schema(state: EpisodeState) -> dict[str, Any]:
-    """The schema of this turn's plan: the pool's executors, the task's subtasks, and steps that
-    may depend only on earlier milestones' steps and on steps before them in this one."""
-    task = state.task
-    return plan_schema(
-        list(state.pool.executors),
-        [sub.id for sub in task.subtasks] or None,
-        task=task,
-        milestone=len(state.milestones) + 1,
-        earlier_steps=[step.id for m in state.milestones for step in m.plan.steps],
-        max_steps=state.params.limits.max_steps_per_plan,
-        must_plan=not state.milestones,
-    )
-
-
 class LLMPolicy:
     name = "easy"
 
@@ -140,7 +125,12 @@ class LLMPolicy:
         messages = render_messages(
             state.task, state.pool.profiles, state.milestones, state.repair_error
         )
-        schema = turn_schema(state)
+        schema = turn_schema(
+            state.task,
+            list(state.pool.executors),
+            state.milestones,
+            state.params.limits.max_steps_per_plan,
+        )
         if settings.backend == "hf":
             key = f"{state.seed}|{state.task.id}|{state.scratch.get('branch', '')}|"
             text, tokens = generate_hf(messages, settings, key + str(len(state.milestones)), schema)

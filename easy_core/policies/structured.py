@@ -22,7 +22,7 @@ from typing import Any
 
 import networkx as nx
 
-from easy_core.schemas import Plan, Task
+from easy_core.schemas import Milestone, Plan, Task
 
 # Compact separators, no free whitespace: the form of the teacher's plans the model learnt.
 COMPACT_JSON = {"item_separator": ",", "key_separator": ":", "whitespace_flexible": False}
@@ -96,6 +96,23 @@ def plan_schema(
     return schema
 
 
+def turn_schema(
+    task: Task, executors: Sequence[str], milestones: Sequence[Milestone], max_steps: int
+) -> dict[str, Any]:
+    """The schema of the plan that follows `milestones`: the pool's executors, the task's
+    subtasks, steps that may depend only on earlier milestones' steps and on steps before them
+    in this one, and on a first turn at least one step."""
+    return plan_schema(
+        executors,
+        [sub.id for sub in task.subtasks] or None,
+        task=task,
+        milestone=len(milestones) + 1,
+        earlier_steps=[step.id for m in milestones for step in m.plan.steps],
+        max_steps=max_steps,
+        must_plan=not milestones,
+    )
+
+
 class SchemaConstraint:
     """A transformers logits processor that lets only tokens the JSON schema allows next
     (llguidance's matcher; the mask costs well under a millisecond per token). One instance per
@@ -103,7 +120,8 @@ class SchemaConstraint:
 
     def __init__(self, schema: dict[str, Any], tokenizer: Any, vocab_size: int, prompt_len: int):
         import llguidance
-        import llguidance.hf
+        import llguidance.numpy
+        import torch
 
         grammar = llguidance.LLMatcher.grammar_from_json_schema(
             json.dumps(schema), overrides=COMPACT_JSON
@@ -114,7 +132,8 @@ class SchemaConstraint:
         if self.matcher.is_error():
             raise ValueError(f"plan schema does not compile: {self.matcher.get_error()}")
         self.prompt_len = prompt_len
-        self.vocab_size = vocab_size
+        self.bitmask = llguidance.numpy.allocate_token_bitmask(1, vocab_size)  # refilled per token
+        self.bits = torch.arange(32, dtype=torch.int32)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import llguidance.numpy
@@ -126,10 +145,9 @@ class SchemaConstraint:
             self.matcher.consume_token(int(input_ids[0, -1]))
         if self.matcher.is_error():  # cannot happen while this processor masks every step
             raise RuntimeError(f"structured decoding left the schema: {self.matcher.get_error()}")
-        bitmask = llguidance.numpy.allocate_token_bitmask(1, self.vocab_size)
-        llguidance.numpy.fill_next_token_bitmask(self.matcher, bitmask)
-        words = torch.from_numpy(bitmask[0]).unsqueeze(-1)
-        allowed = ((words >> torch.arange(32, dtype=torch.int32)) & 1).flatten().bool()
+        llguidance.numpy.fill_next_token_bitmask(self.matcher, self.bitmask)
+        words = torch.from_numpy(self.bitmask[0]).unsqueeze(-1)
+        allowed = ((words >> self.bits) & 1).flatten().bool()
         return scores.masked_fill(~allowed[: scores.shape[-1]], float("-inf"))
 
 

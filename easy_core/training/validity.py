@@ -12,7 +12,7 @@ from easy_core.evaluation import load_pool
 from easy_core.graph import parse_plan, validate_plan
 from easy_core.params import Params
 from easy_core.policies.llm import generate_hf, generate_openai
-from easy_core.policies.structured import plan_schema
+from easy_core.policies.structured import turn_schema
 from easy_core.prompting import render_messages
 from easy_core.stats import wilson_interval
 from easy_core.suites.sim import SimSuite
@@ -29,14 +29,7 @@ def valid_plan_rate(
     started = time.perf_counter()
     for task in SimSuite(params.sim).tasks(split, n, seed):
         messages = render_messages(task, pool.profiles, [])
-        schema = plan_schema(
-            list(names),
-            [sub.id for sub in task.subtasks],
-            task=task,
-            milestone=1,
-            max_steps=params.limits.max_steps_per_plan,
-            must_plan=True,
-        )
+        schema = turn_schema(task, list(names), [], params.limits.max_steps_per_plan)
         if settings.backend == "hf":
             text, used = generate_hf(messages, settings, f"{seed}|{task.id}", schema)
         else:
