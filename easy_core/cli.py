@@ -638,6 +638,45 @@ def bench_plans(
     print(json.dumps(valid_plan_rate(params, str(pool), n, seed), indent=2))
 
 
+@bench_app.command("orchestrators")
+@user_errors
+def bench_orchestrators(
+    model: Annotated[
+        list[str],
+        typer.Option(help="LABEL=CHECKPOINT, repeated; the last is compared with the first"),
+    ],
+    pool: Annotated[list[Path], typer.Option(help="pool YAML, repeated")],
+    n: Annotated[int, typer.Option(min=1, help="held-out sim tasks per pool")] = 40,
+    seed: Annotated[int, typer.Option()] = 0,
+    baselines: Annotated[
+        str, typer.Option(help="comma-separated baseline policies on the same tasks")
+    ] = "greedy,strongest,cheapest,oracle",
+    out: Annotated[Path | None, typer.Option(help="write comparison.json and .md here")] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """LLM orchestrator checkpoints (`easy` policy, e.g. SFT then GRPO) and baselines on the
+    same held-out sim tasks: success, cost, makespan, mean reward, and the per-task difference
+    in mean reward of the last checkpoint against the first with its 95% interval."""
+    from easy_core.errors import ConfigError
+    from easy_core.orchestrator_compare import compare_checkpoints, comparison_markdown
+    from easy_core.storage import atomic_write_text, write_json
+
+    params = resolve_params(params_path)
+    models = {}
+    for item in model:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not path:
+            raise ConfigError(f"--model {item!r}: write LABEL=CHECKPOINT, e.g. sft=models/sft")
+        models[label] = path
+    names = [b for b in baselines.split(",") if b]
+    results = [compare_checkpoints(params, p, models, names, n, seed) for p in pool]
+    text = "\n".join(comparison_markdown(r) for r in results)
+    print(text, end="")
+    if out is not None:
+        write_json(out / "comparison.json", {"pools": results})
+        atomic_write_text(out / "comparison.md", text)
+
+
 def main() -> None:
     try:
         app()

@@ -73,6 +73,17 @@ def run_episodes(
     policy = get_policy(policy_name)
     if runner.needs_wall_clock():
         mode = "wall"
+    settings = runner.params.orchestrator
+    if (
+        policy_name == "easy"
+        and settings.backend == "hf"
+        and settings.batch_size > 1
+        and mode == "virtual"
+        and runner.can_simulate()
+    ):
+        from easy_core.policies.lockstep import run_lockstep
+
+        return run_lockstep(tasks, runner, seed, settings, on_episode)
     if mode == "virtual" and getattr(policy, "synchronous", False) and runner.can_simulate():
         return _run_discrete(tasks, runner, policy, seed, on_episode)
 

@@ -320,6 +320,17 @@ class GrpoParams(_Section):
     lora: bool = False
     lora_r: int = Field(16, ge=1)
     use_vllm: bool = Field(False, description="GPU only: generation by `trl vllm-serve`")
+    reward_worlds: int = Field(
+        1,
+        ge=1,
+        description="a root prompt's completion is scored as its mean episode reward over this "
+        "many simulated worlds (outcome seeds): the reward of the plan, not of one lucky draw",
+    )
+    structured: bool = Field(
+        True,
+        description="sample each group under its prompt's plan schema, as the `easy` policy "
+        "decodes (in process; with use_vllm, TRL's own sampling)",
+    )
     threads: int = Field(2, ge=1)
     seed: int = 0
 
@@ -344,6 +355,12 @@ class OrchestratorParams(_Section):
     max_new_tokens: int = Field(1024, ge=16)
     temperature: float = Field(0.0, ge=0)
     threads: int = Field(2, ge=1)
+    batch_size: int = Field(
+        8,
+        ge=1,
+        description="in process, simulated pools: episodes advance in lockstep and this many "
+        "turns share one generate call (`policies/lockstep.py`)",
+    )
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="openai backend: server-specific request fields, e.g. {repeat_penalty: 1.0} "

@@ -18,3 +18,19 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
 
 def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
+
+
+def paired_difference(
+    before: list[float], after: list[float], resamples: int = 10_000, seed: int = 0
+) -> tuple[float, tuple[float, float]]:
+    """Mean of `after - before` over paired observations (the same tasks) and its 95%
+    percentile bootstrap interval."""
+    import numpy as np
+
+    if len(before) != len(after) or not before:
+        raise ValueError("paired_difference needs two equally long, non-empty lists")
+    diffs = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(diffs.mean()), (float(low), float(high))

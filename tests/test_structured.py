@@ -150,3 +150,29 @@ def test_valid_plan_rate_counts_errors_and_sends_the_first_turn_schema(
     assert low == 0.0 and 0.5 < high < 1.0
     schema = server.requests[0]["body"]["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["steps"]["minItems"] == 1  # a first turn must plan
+
+
+def test_a_batch_decodes_each_row_under_its_own_schema(params: Params, task: Task) -> None:
+    """One generate call, two tasks: each row's plan is valid for its own task only."""
+    from easy_core.graph import parse_plan, validate_plan
+    from easy_core.policies.llm import generate_hf_batch
+    from easy_core.prompting import render_messages
+
+    pool = load_pool(SIM_DEFAULT, params)
+    small = min(SimSuite(params.sim).tasks("test", 40, 0), key=lambda t: len(t.subtasks))
+    assert len(small.subtasks) < len(task.subtasks)
+    tasks = [task, small]
+    settings = params.orchestrator.model_copy(
+        update={"model": "smollm2-135m", "max_new_tokens": 120, "structured": True}
+    )
+    answers = generate_hf_batch(
+        [render_messages(t, pool.profiles, []) for t in tasks],
+        settings,
+        [short_plan_schema(dag_schema(params, t, max_steps=2, must_plan=True)) for t in tasks],
+    )
+    for t, (text, tokens) in zip(tasks, answers, strict=True):
+        plan = parse_plan(text)
+        validate_plan(plan, set(pool.executors), max_steps=2, subtask_ids=t.subtask_index)
+        assert 0 < tokens <= 120
+    covered = {c for s in parse_plan(answers[1][0]).steps for c in s.covers}
+    assert covered <= {s.id for s in small.subtasks}

@@ -213,3 +213,88 @@ def test_the_gpu_profile_differs_from_the_cpu_default_only_in_training() -> None
     gpu = load_params(ROOT / "params.gpu.yaml").model_dump()
     assert {k for k in cpu if cpu[k] != gpu[k]} == {"sft", "grpo", "orchestrator"}
     assert gpu["grpo"]["use_vllm"] and gpu["orchestrator"]["backend"] == "openai"
+
+
+def test_sim_reward_averages_a_root_plan_over_worlds(params: Params) -> None:
+    from easy_core.policies import get_policy
+    from easy_core.prompting import plan_text
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+    from easy_core.training.grpo import ScriptedPolicy, SimReward
+
+    worlds = params.model_copy(
+        update={"grpo": params.grpo.model_copy(update={"tasks": 1, "reward_worlds": 3})}
+    )
+    reward = SimReward(worlds)
+    task = reward.tasks[0]
+    greedy = run_synchronously(
+        reward.runner.run(task, get_policy("greedy"), 0, DiscreteEventClock())
+    )
+    first = plan_text(greedy.milestones[0].plan)
+    expected = [
+        run_synchronously(
+            reward.runner.run(task, ScriptedPolicy([first]), seed, DiscreteEventClock())
+        ).reward.total
+        for seed in (0, 1, 2)
+    ]
+    assert len(set(expected)) > 1  # the worlds differ: averaging is not a no-op here
+    assert reward.score(first, 0, []) == pytest.approx(sum(expected) / 3)
+    assert reward.score(first, 0, [first]) == pytest.approx(  # an inner node: its own world
+        run_synchronously(
+            reward.runner.run(task, ScriptedPolicy([first, first]), 0, DiscreteEventClock())
+        ).reward.total
+    )
+
+
+def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -> None:
+    from types import SimpleNamespace
+
+    from easy_core.graph import parse_plan, validate_plan
+    from easy_core.training.grpo import SimReward, StructuredRollout, tree_prompts
+    from easy_core.training.models import load_causal_lm
+    from tests.test_structured import short_plan_schema
+
+    small = params.model_copy(update={"grpo": params.grpo.model_copy(update={"tasks": 2})})
+    rows = [r for r in tree_prompts(small) if r["prefix"] == "[]"]
+    rows = [next(r for r in rows if r["task_index"] == i) for i in (0, 1)]
+    for row in rows:
+        schema = json.loads(row["schema"])
+        schema["properties"]["steps"]["maxItems"] = 2
+        row["schema"] = json.dumps(short_plan_schema(schema))
+    rollout = StructuredRollout(rows, max_new_tokens=120, temperature=1.0)
+    model, tokenizer = load_causal_lm("smollm2-135m")  # the untrained base: prose when free
+    trainer = SimpleNamespace(model=model, processing_class=tokenizer)
+    prompts = [rows[0]["prompt"], rows[0]["prompt"], rows[1]["prompt"]]
+    out = rollout(prompts, trainer)
+    assert len(out["prompt_ids"]) == len(out["completion_ids"]) == 3 and out["logprobs"] is None
+    names = {e.name for e in load_pool_config(SIM_DEFAULT).executors}
+    reward = SimReward(small)
+    for ids, row in zip(out["completion_ids"], [rows[0], rows[0], rows[1]], strict=True):
+        assert ids[-1] == tokenizer.eos_token_id  # ended, not cut
+        task = reward.tasks[row["task_index"]]
+        validate_plan(
+            parse_plan(tokenizer.decode(ids, skip_special_tokens=True)),
+            names,
+            max_steps=2,
+            subtask_ids=task.subtask_index,
+        )
+
+
+def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params) -> None:
+    from easy_core.orchestrator_compare import compare_checkpoints, comparison_markdown
+
+    out, _ = checkpoint
+    short = params.model_copy(
+        update={"orchestrator": params.orchestrator.model_copy(update={"max_new_tokens": 24})}
+    )
+    result = compare_checkpoints(
+        short, SIM_DEFAULT, {"a": str(out), "b": str(out)}, ["greedy"], n=3, seed=0
+    )
+    assert [r["name"] for r in result["rows"]] == ["a", "b", "greedy"]
+    assert all(r["n"] == 3 for r in result["rows"])
+    difference = result["difference"]
+    assert difference["of"] == "b" and difference["against"] == "a"
+    assert difference["mean_reward"] == 0.0 and difference["ci95"] == (0.0, 0.0)
+    assert difference["tasks_better"] == difference["tasks_worse"] == 0
+    greedy = result["rows"][2]
+    assert greedy["mean_reward"] > result["rows"][0]["mean_reward"]  # 24 tokens hold no plan
+    assert "+0.000" in comparison_markdown(result)

@@ -115,40 +115,59 @@ def turn_schema(
 
 class SchemaConstraint:
     """A transformers logits processor that lets only tokens the JSON schema allows next
-    (llguidance's matcher; the mask costs well under a millisecond per token). One instance per
-    generate call of batch size 1."""
+    (llguidance's matcher; the mask costs well under a millisecond per token). One schema per
+    row of the batch (GRPO samples a group of rows per prompt); one instance per generate call."""
 
-    def __init__(self, schema: dict[str, Any], tokenizer: Any, vocab_size: int, prompt_len: int):
+    def __init__(
+        self,
+        schemas: dict[str, Any] | Sequence[dict[str, Any]],
+        tokenizer: Any,
+        vocab_size: int,
+        prompt_len: int,
+    ):
         import llguidance
         import llguidance.numpy
         import torch
 
-        grammar = llguidance.LLMatcher.grammar_from_json_schema(
-            json.dumps(schema), overrides=COMPACT_JSON
-        )
-        self.matcher = llguidance.LLMatcher(
-            _lltokenizer(tokenizer, vocab_size), grammar, log_level=0
-        )
-        if self.matcher.is_error():
-            raise ValueError(f"plan schema does not compile: {self.matcher.get_error()}")
-        self.prompt_len = prompt_len
-        self.bitmask = llguidance.numpy.allocate_token_bitmask(1, vocab_size)  # refilled per token
+        if isinstance(schemas, dict):
+            schemas = [schemas]
+        lltokenizer = _lltokenizer(tokenizer, vocab_size)
+        self.matchers = []
+        for schema in schemas:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(
+                json.dumps(schema), overrides=COMPACT_JSON
+            )
+            matcher = llguidance.LLMatcher(lltokenizer, grammar, log_level=0)
+            if matcher.is_error():
+                raise ValueError(f"plan schema does not compile: {matcher.get_error()}")
+            self.matchers.append(matcher)
+        self.prompt_len = prompt_len  # of the (left-padded) prompts: generation starts after it
+        self.end_token = tokenizer.eos_token_id
+        self.bitmask = llguidance.numpy.allocate_token_bitmask(len(schemas), vocab_size)
         self.bits = torch.arange(32, dtype=torch.int32)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import llguidance.numpy
         import torch
 
-        if input_ids.shape[0] != 1:
-            raise ValueError("SchemaConstraint decodes one sequence at a time")
-        if input_ids.shape[1] > self.prompt_len:
-            self.matcher.consume_token(int(input_ids[0, -1]))
-        if self.matcher.is_error():  # cannot happen while this processor masks every step
-            raise RuntimeError(f"structured decoding left the schema: {self.matcher.get_error()}")
-        llguidance.numpy.fill_next_token_bitmask(self.matcher, self.bitmask)
-        words = torch.from_numpy(self.bitmask[0]).unsqueeze(-1)
-        allowed = ((words >> self.bits) & 1).flatten().bool()
-        return scores.masked_fill(~allowed[: scores.shape[-1]], float("-inf"))
+        if input_ids.shape[0] != len(self.matchers):
+            raise ValueError(
+                f"SchemaConstraint has {len(self.matchers)} schemas for {input_ids.shape[0]} rows"
+            )
+        for row, matcher in enumerate(self.matchers):
+            # A finished row gets padding from generate, which its matcher must not see.
+            if input_ids.shape[1] > self.prompt_len and not matcher.is_stopped():
+                matcher.consume_token(int(input_ids[row, -1]))
+            if matcher.is_error():  # cannot happen while this processor masks every step
+                raise RuntimeError(f"structured decoding left the schema: {matcher.get_error()}")
+            llguidance.numpy.fill_next_token_bitmask(matcher, self.bitmask, row)
+        words = torch.from_numpy(self.bitmask).unsqueeze(-1)  # rows x words x 1
+        allowed = ((words >> self.bits) & 1).flatten(1).bool()[:, : scores.shape[-1]]
+        for row, matcher in enumerate(self.matchers):
+            if matcher.is_stopped():  # the plan is complete: the row ends (or has ended)
+                allowed[row] = False
+                allowed[row, self.end_token] = True
+        return scores.masked_fill(~allowed, float("-inf"))
 
 
 _TOKENIZERS: dict[tuple[int, int], Any] = {}

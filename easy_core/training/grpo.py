@@ -3,9 +3,12 @@
 Prompts are the decision states of tree rollouts (`tree_rollouts`): the root of each task's
 tree and its inner nodes, each rendered as the orchestrator sees it (cards, task, the milestone
 history of that branch). GRPO samples `num_generations` answers per prompt: the sibling group of
-that node. The reward hook scores each answer in the simulator: an answer that is not a valid
-plan gets 0; a valid one is played from the node's state (the branch's earlier plans replayed,
-deterministically, then this answer, then `greedy` to the end) and gets the episode's reward.
+that node, under the node's plan schema (`StructuredRollout`, TRL's rollout hook) as the `easy`
+policy decodes at inference, so a group differs in its choices rather than in broken JSON. The
+reward hook scores each answer in the simulator: an answer that is not a valid plan gets 0; a
+valid one is played from the node's state (the branch's earlier plans replayed,
+deterministically, then this answer, then `greedy` to the end) and gets the episode's reward,
+for a root averaged over `grpo.reward_worlds` outcome seeds.
 
 Output like the SFT stage: checkpoint (`save_pretrained`, tokenizer, model card with the params
 and the data), the reward curve per step.
@@ -24,6 +27,8 @@ from easy_core.graph import parse_plan, validate_plan
 from easy_core.params import Params
 from easy_core.policies import get_policy
 from easy_core.policies.base import EpisodeState
+from easy_core.policies.llm import chat_prompt_ids, generate_ids
+from easy_core.policies.structured import turn_schema
 from easy_core.prompting import plan_text, render_messages
 from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 from easy_core.runtime.episode import EpisodeRunner
@@ -101,14 +106,47 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
             prefix = leaf.leaf.milestones[: node.depth]
             if len(prefix) < node.depth:
                 continue  # a repair turn on the way: no plan to replay
+            schema = turn_schema(
+                tasks[index], list(pool.executors), prefix, params.limits.max_steps_per_plan
+            )
             rows.append(
                 {
                     "prompt": render_messages(tasks[index], pool.profiles, prefix),
                     "task_index": index,
                     "prefix": json.dumps([plan_text(m.plan) for m in prefix]),
+                    "schema": json.dumps(schema),
                 }
             )
     return rows
+
+
+class StructuredRollout:
+    """TRL rollout hook (`rollout_func`): samples one completion per prompt row (the trainer
+    repeats each prompt `num_generations` times) with transformers, each row masked by its
+    prompt's plan schema. The loss then sees the tokens the policy sampled; the mask only keeps
+    the group's answers valid plans."""
+
+    def __init__(self, rows: list[dict[str, Any]], max_new_tokens: int, temperature: float):
+        self.schemas = {_prompt_key(row["prompt"]): json.loads(row["schema"]) for row in rows}
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+
+    def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
+        tokenizer = trainer.processing_class
+        prompt_ids = [chat_prompt_ids(tokenizer, p) for p in prompts]
+        completions = generate_ids(
+            trainer.model,
+            tokenizer,
+            prompt_ids,
+            [self.schemas[_prompt_key(p)] for p in prompts],
+            self.max_new_tokens,
+            self.temperature,
+        )
+        return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": None}
+
+
+def _prompt_key(messages: list[dict[str, str]]) -> str:
+    return json.dumps([[m["role"], m["content"]] for m in messages])
 
 
 class SimReward:
@@ -133,11 +171,17 @@ class SimReward:
             validate_plan(plan, self.names, subtask_ids=task.subtask_index)
         except PlanError:
             return 0.0
-        policy = ScriptedPolicy([*prefix, text])
-        trajectory = run_synchronously(
-            self.runner.run(task, policy, self.seed, DiscreteEventClock())
-        )
-        return trajectory.reward.total
+        # An inner node's prompt shows its branch's results, which exist in the tree's world
+        # only; a root's plan can be scored in several.
+        worlds = 1 if prefix else self.params.grpo.reward_worlds
+        total = 0.0
+        for world in range(worlds):
+            policy = ScriptedPolicy([*prefix, text])
+            trajectory = run_synchronously(
+                self.runner.run(task, policy, self.seed + world, DiscreteEventClock())
+            )
+            total += trajectory.reward.total
+        return total / worlds
 
     def __call__(
         self, prompts: list, completions: list, task_index: list[int], prefix: list[str], **_: Any
@@ -191,6 +235,11 @@ def train_grpo(
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=peft_config,
+        rollout_func=(
+            StructuredRollout(rows, config.max_completion_length, config.temperature)
+            if config.structured and not config.use_vllm
+            else None
+        ),
     )
     started = time.perf_counter()
     trainer.train()

@@ -1,0 +1,76 @@
+"""LLM orchestrator checkpoints (e.g. SFT, then GRPO) and the baselines on the same held-out
+tasks and seeds: success, cost, makespan, mean reward, and the paired difference in mean
+reward between the last checkpoint and the first (per task, with its 95% bootstrap interval)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from easy_core.evaluation import EvalSpec, evaluate
+from easy_core.params import Params
+from easy_core.stats import paired_difference
+
+
+def compare_checkpoints(
+    params: Params,
+    pool: str | Path,
+    models: dict[str, str],
+    baselines: list[str],
+    n: int,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """`models`: label -> checkpoint (the first is the reference of the difference)."""
+    rows: list[dict[str, Any]] = []
+    rewards: dict[str, list[float]] = {}
+    for label, model in models.items():
+        settings = params.orchestrator.model_copy(update={"model": model})
+        run = params.model_copy(update={"orchestrator": settings})
+        metrics, trajectories = evaluate(EvalSpec("sim", "easy", pool, n, seed), run)
+        rewards[label] = [t.reward.total for t in trajectories]
+        rows.append({"name": label, "model": model, **metrics.model_dump()})
+    for policy in baselines:
+        metrics, _ = evaluate(EvalSpec("sim", policy, pool, n, seed), params)
+        rows.append({"name": policy, "model": None, **metrics.model_dump()})
+    labels = list(models)
+    result: dict[str, Any] = {"pool": str(pool), "n": n, "seed": seed, "rows": rows}
+    if len(labels) > 1:
+        diff, interval = paired_difference(rewards[labels[0]], rewards[labels[-1]])
+        better = sum(b > a for a, b in zip(rewards[labels[0]], rewards[labels[-1]], strict=True))
+        worse = sum(b < a for a, b in zip(rewards[labels[0]], rewards[labels[-1]], strict=True))
+        result["difference"] = {
+            "of": labels[-1],
+            "against": labels[0],
+            "mean_reward": diff,
+            "ci95": interval,
+            "tasks_better": better,
+            "tasks_worse": worse,
+        }
+    return result
+
+
+def comparison_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"Pool `{result['pool']}`, {result['n']} held-out sim tasks (seed {result['seed']}).",
+        "",
+        "| orchestrator | success | 95% interval | mean cost (USD) | mean makespan (s) "
+        "| mean reward | invalid-plan ends |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        low, high = row["success_ci95"]
+        lines.append(
+            f"| {row['name']} | {row['success_rate']:.3f} | {low:.2f}-{high:.2f} "
+            f"| {row['mean_cost_usd']:.4f} | {row['mean_makespan_s']:.1f} "
+            f"| {row['mean_reward']:.3f} | {row['end_reasons'].get('invalid_plan', 0)} |"
+        )
+    if "difference" in result:
+        d = result["difference"]
+        low, high = d["ci95"]
+        lines += [
+            "",
+            f"Mean reward, {d['of']} - {d['against']} on the same tasks: "
+            f"**{d['mean_reward']:+.3f}** (95% bootstrap interval {low:+.3f} to {high:+.3f}; "
+            f"better on {d['tasks_better']} tasks, worse on {d['tasks_worse']}).",
+        ]
+    return "\n".join(lines) + "\n"
