@@ -658,7 +658,11 @@ def bench_orchestrators(
     same held-out sim tasks: success, cost, makespan, mean reward, and the per-task difference
     in mean reward of the last checkpoint against the first with its 95% interval."""
     from easy_core.errors import ConfigError
-    from easy_core.orchestrator_compare import compare_checkpoints, comparison_markdown
+    from easy_core.orchestrator_compare import (
+        compare_checkpoints,
+        comparison_markdown,
+        comparison_plot,
+    )
     from easy_core.storage import atomic_write_text, write_json
 
     params = resolve_params(params_path)
@@ -675,6 +679,7 @@ def bench_orchestrators(
     if out is not None:
         write_json(out / "comparison.json", {"pools": results})
         atomic_write_text(out / "comparison.md", text)
+        comparison_plot(results, out / "comparison.png")
 
 
 def main() -> None:

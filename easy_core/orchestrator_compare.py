@@ -74,3 +74,25 @@ def comparison_markdown(result: dict[str, Any]) -> str:
             f"better on {d['tasks_better']} tasks, worse on {d['tasks_worse']}).",
         ]
     return "\n".join(lines) + "\n"
+
+
+def comparison_plot(results: list[dict[str, Any]], path: str | Path) -> Path:
+    """Mean reward of every orchestrator, one panel per pool."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from easy_core.plots import save_figure
+
+    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), squeeze=False)
+    for ax, result in zip(axes[0], results, strict=True):
+        names = [row["name"] for row in result["rows"]]
+        colors = ["tab:blue" if row["model"] else "tab:gray" for row in result["rows"]]
+        ax.bar(names, [row["mean_reward"] for row in result["rows"]], color=colors)
+        ax.set_title(f"{Path(result['pool']).stem}, {result['n']} held-out tasks")
+        ax.set_ylabel("mean reward")
+        ax.tick_params(axis="x", rotation=30)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("LLM orchestrator checkpoints (blue) and baselines (gray)")
+    return save_figure(fig, path)

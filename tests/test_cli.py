@@ -193,3 +193,16 @@ def test_eval_writes_results_and_is_reproducible(tmp_path):
         assert key in runs[0][0]
     assert runs[0] == runs[1]
     assert runs[0][0]["n"] == 25 and runs[0][0]["policy"] == "greedy"
+
+
+def test_bench_orchestrators_names_a_bad_model_option_and_a_missing_checkpoint(tmp_path):
+    pool = str(SIM_DEFAULT)
+    assert_user_error(
+        easy("bench", "orchestrators", "--model", "models/sft", "--pool", pool, "--n", "1"),
+        "LABEL=CHECKPOINT",
+    )
+    missing = str(tmp_path / "nowhere")
+    assert_user_error(
+        easy("bench", "orchestrators", "--model", f"sft={missing}", "--pool", pool, "--n", "1"),
+        "nowhere",
+    )

@@ -248,7 +248,7 @@ def test_sim_reward_averages_a_root_plan_over_worlds(params: Params) -> None:
 def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -> None:
     from types import SimpleNamespace
 
-    from easy_core.graph import parse_plan, validate_plan
+    from easy_core.graph import parse_plan
     from easy_core.training.grpo import SimReward, StructuredRollout, tree_prompts
     from easy_core.training.models import load_causal_lm
     from tests.test_structured import short_plan_schema
@@ -270,17 +270,21 @@ def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -
     reward = SimReward(small)
     for ids, row in zip(out["completion_ids"], [rows[0], rows[0], rows[1]], strict=True):
         assert ids[-1] == tokenizer.eos_token_id  # ended, not cut
+        plan = parse_plan(tokenizer.decode(ids, skip_special_tokens=True))
         task = reward.tasks[row["task_index"]]
-        validate_plan(
-            parse_plan(tokenizer.decode(ids, skip_special_tokens=True)),
-            names,
-            max_steps=2,
-            subtask_ids=task.subtask_index,
-        )
+        # what the schema guarantees (a duplicated step id is left to the validator)
+        assert plan.steps and len(plan.steps) <= 2 and plan.final_answer is None
+        for step in plan.steps:
+            assert step.executor in names and step.id not in step.depends_on
+            assert step.covers and set(step.covers) <= set(task.subtask_index)
 
 
-def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params) -> None:
-    from easy_core.orchestrator_compare import compare_checkpoints, comparison_markdown
+def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params, tmp_path) -> None:
+    from easy_core.orchestrator_compare import (
+        compare_checkpoints,
+        comparison_markdown,
+        comparison_plot,
+    )
 
     out, _ = checkpoint
     short = params.model_copy(
@@ -298,3 +302,4 @@ def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params) -> No
     greedy = result["rows"][2]
     assert greedy["mean_reward"] > result["rows"][0]["mean_reward"]  # 24 tokens hold no plan
     assert "+0.000" in comparison_markdown(result)
+    assert comparison_plot([result], tmp_path / "c.png").stat().st_size > 1000
