@@ -673,7 +673,10 @@ def bench_orchestrators(
             raise ConfigError(f"--model {item!r}: write LABEL=CHECKPOINT, e.g. sft=models/sft")
         models[label] = path
     names = [b for b in baselines.split(",") if b]
-    results = [compare_checkpoints(params, p, models, names, n, seed) for p in pool]
+    with progress_bar() as progress:
+        bar = progress.add_task("episodes", total=n * len(pool) * (len(models) + len(names)))
+        advance = lambda k: progress.advance(bar, k)  # noqa: E731
+        results = [compare_checkpoints(params, p, models, names, n, seed, advance) for p in pool]
     text = "\n".join(comparison_markdown(r) for r in results)
     print(text, end="")
     if out is not None:

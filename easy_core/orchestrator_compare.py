@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from easy_core.evaluation import EvalSpec, evaluate
+from easy_core.evaluation import EvalSpec, ProgressCallback, evaluate
 from easy_core.params import Params
 from easy_core.stats import paired_difference
 
@@ -19,6 +19,7 @@ def compare_checkpoints(
     baselines: list[str],
     n: int,
     seed: int = 0,
+    on_episode: ProgressCallback | None = None,
 ) -> dict[str, Any]:
     """`models`: label -> checkpoint (the first is the reference of the difference)."""
     rows: list[dict[str, Any]] = []
@@ -26,11 +27,11 @@ def compare_checkpoints(
     for label, model in models.items():
         settings = params.orchestrator.model_copy(update={"model": model})
         run = params.model_copy(update={"orchestrator": settings})
-        metrics, trajectories = evaluate(EvalSpec("sim", "easy", pool, n, seed), run)
+        metrics, trajectories = evaluate(EvalSpec("sim", "easy", pool, n, seed), run, on_episode)
         rewards[label] = [t.reward.total for t in trajectories]
         rows.append({"name": label, "model": model, **metrics.model_dump()})
     for policy in baselines:
-        metrics, _ = evaluate(EvalSpec("sim", policy, pool, n, seed), params)
+        metrics, _ = evaluate(EvalSpec("sim", policy, pool, n, seed), params, on_episode)
         rows.append({"name": policy, "model": None, **metrics.model_dump()})
     labels = list(models)
     result: dict[str, Any] = {"pool": str(pool), "n": n, "seed": seed, "rows": rows}

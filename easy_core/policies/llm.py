@@ -43,10 +43,10 @@ def generate_hf_batch(
     schemas: list[dict[str, Any] | None],
     sample_key: str = "",
 ) -> list[tuple[str, int]]:
-    """One answer per conversation from one `generate` call (on a CPU a decode step of 8 rows
-    costs about what one row does). Greedy decoding, or sampling seeded by `sample_key` (so a
-    rollout branch is repeatable) when the temperature is above 0; with `settings.structured`,
-    each row only takes tokens its schema allows (llguidance)."""
+    """One answer per conversation from one `generate` call (cheaper per row than one call
+    each; the batch runs as long as its longest answer). Greedy decoding, or sampling seeded
+    by `sample_key` (so a rollout branch is repeatable) when the temperature is above 0; with
+    `settings.structured`, each row only takes tokens its schema allows (llguidance)."""
     import torch
 
     from easy_core.training.models import load_causal_lm

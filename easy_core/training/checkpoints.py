@@ -125,7 +125,13 @@ def plot_curve(
     except ImportError:
         return
     figure, axis = plt.subplots(figsize=(5, 3.2))
-    axis.plot([c["step"] for c in curve], [c["loss"] for c in curve], marker="o")
+    steps, values = [c["step"] for c in curve], [c["loss"] for c in curve]
+    axis.plot(steps, values, marker="o", alpha=0.6, label="per step")
+    window = 5
+    if len(values) >= 2 * window:  # one step is one prompt's group: show the trend as well
+        running = [sum(values[i - window : i]) / window for i in range(window, len(values) + 1)]
+        axis.plot(steps[window - 1 :], running, color="black", label=f"mean of last {window}")
+        axis.legend(fontsize="small")
     axis.set_xlabel("step")
     axis.set_ylabel(ylabel)
     axis.set_title(title)
