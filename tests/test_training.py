@@ -276,7 +276,7 @@ def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -
         assert plan.steps and len(plan.steps) <= 2 and plan.final_answer is None
         for step in plan.steps:
             assert step.executor in names and step.id not in step.depends_on
-            assert step.covers and set(step.covers) <= set(task.subtask_index)
+            assert set(step.covers) <= set(task.subtask_index)
 
 
 def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params, tmp_path) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -228,19 +229,21 @@ def train_grpo(
         use_vllm=config.use_vllm,
         generation_kwargs={"use_cache": True},
     )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[SimReward(params)],
-        args=args,
-        train_dataset=Dataset.from_list(rows),
-        processing_class=tokenizer,
-        peft_config=peft_config,
-        rollout_func=(
-            StructuredRollout(rows, config.max_completion_length, config.temperature)
-            if config.structured and not config.use_vllm
-            else None
-        ),
-    )
+    with warnings.catch_warnings():  # rollout_func is experimental in TRL 1.x: we pin TRL
+        warnings.filterwarnings("ignore", message="You are using 'rollout_func'")
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[SimReward(params)],
+            args=args,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            rollout_func=(
+                StructuredRollout(rows, config.max_completion_length, config.temperature)
+                if config.structured and not config.use_vllm
+                else None
+            ),
+        )
     started = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - started
