@@ -1,7 +1,6 @@
 """Episodes of the in-process `easy` policy advanced in lockstep: each round, every episode
 still running takes one orchestrator turn, and the turns of up to `orchestrator.batch_size`
-episodes come from one batched `generate` call: generating for several rows at once costs less
-per row than one after another (on 2 CPU cores, 4 rows took 2.7 times one row's time, not 4).
+episodes come from one batched `generate` call, which costs less per row than one call each.
 The episodes are the ones `EpisodeRunner.run` plays (same tasks, seeds and discrete-event
 clock); only the orchestrator's calls are grouped."""
 
