@@ -135,7 +135,8 @@ def test_sim_reward_plays_a_completion_from_its_tree_node(params: Params) -> Non
     from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
     from easy_core.training.grpo import SimReward, tree_prompts
 
-    small = params.model_copy(update={"grpo": params.grpo.model_copy(update={"tasks": 3})})
+    one_world = {"tasks": 3, "reward_worlds": 1}  # the reward is exactly one episode's
+    small = params.model_copy(update={"grpo": params.grpo.model_copy(update=one_world)})
     rows = tree_prompts(small)
     assert rows and {r["task_index"] for r in rows} <= {0, 1, 2}
     reward = SimReward(small)
@@ -166,7 +167,7 @@ def test_sim_reward_replays_in_the_trees_world_whatever_the_trainer_seed(params:
 
     seeded = params.model_copy(
         update={
-            "grpo": params.grpo.model_copy(update={"tasks": 2, "seed": 7}),
+            "grpo": params.grpo.model_copy(update={"tasks": 2, "seed": 7, "reward_worlds": 1}),
             "rollouts": params.rollouts.model_copy(update={"seed": 3}),
         }
     )
