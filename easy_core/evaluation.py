@@ -78,6 +78,7 @@ def run_episodes(
         policy_name == "easy"
         and settings.backend == "hf"
         and settings.batch_size > 1
+        and settings.temperature == 0  # a sampled turn is seeded per episode one at a time
         and mode == "virtual"
         and runner.can_simulate()
     ):

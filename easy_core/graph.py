@@ -30,6 +30,13 @@ from easy_core.errors import (
 from easy_core.schemas import Plan
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\}")
+ANSWER_REFERENCE = re.compile(r"^\{([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\}$")
+
+
+def answer_reference(final_answer: str | None) -> str | None:
+    """The step id a final answer cites (`"{m2-t6}"`: that step's result is the answer)."""
+    match = ANSWER_REFERENCE.match(final_answer.strip()) if final_answer else None
+    return match.group(1) if match else None
 
 
 def parse_plan(text: str | bytes) -> Plan:
@@ -64,20 +71,27 @@ def validate_plan(
 ) -> None:
     """Check a plan can run; raise the first problem found as a typed PlanError.
 
-    Checks, in order: empty, too many steps, duplicate ids (also against earlier milestones),
+    Checks, in order: empty, a final answer citing a step without a result, too many steps,
+    duplicate ids (also against earlier milestones),
     self-dependency, unknown dependency, unknown executor, unknown subtask in `covers`,
     placeholders naming a step the instruction does not depend on, cycles.
     """
     steps = plan.steps
+    prior = _as_set(prior_step_ids) or set()
     if not steps:
         if plan.final_answer is None:
             raise EmptyPlanError("plan has no steps and no final_answer; give at least one step")
+        cited = answer_reference(plan.final_answer)
+        if cited is not None and cited not in prior:
+            raise UnknownDependencyError(
+                f"final_answer cites step {cited!r}, which has no result; cite a step of an "
+                "earlier milestone or write the answer out"
+            )
         return
     if len(steps) > max_steps:
         raise PlanTooLargeError(
             f"plan has {len(steps)} steps; the limit is {max_steps} (limits.max_steps_per_plan)"
         )
-    prior = _as_set(prior_step_ids) or set()
     ids: set[str] = set()
     for step in steps:
         if step.id in ids or step.id in prior:

@@ -331,6 +331,12 @@ class GrpoParams(_Section):
         description="sample each group under its prompt's plan schema, as the `easy` policy "
         "decodes (in process; with use_vllm, TRL's own sampling)",
     )
+    continuation: str = Field(
+        "greedy-once",
+        description="the policy that plays an episode on after the sampled turn; `greedy-once` "
+        "never retries a doubted result, as the orchestrator's task grammar cannot: with "
+        "`greedy`'s retries a cheap first plan is worth more than the orchestrator can make it",
+    )
     threads: int = Field(2, ge=1)
     seed: int = 0
 
@@ -358,8 +364,8 @@ class OrchestratorParams(_Section):
     batch_size: int = Field(
         8,
         ge=1,
-        description="in process, simulated pools: episodes advance in lockstep and this many "
-        "turns share one generate call (`policies/lockstep.py`)",
+        description="in process, simulated pools, greedy decoding: episodes advance in lockstep "
+        "and this many turns share one generate call (`policies/lockstep.py`)",
     )
     extra_body: dict[str, Any] = Field(
         default_factory=dict,

@@ -13,7 +13,8 @@ CONTRACT = (
     "instruction to insert the result of step s1 (which must be in depends_on); a step may "
     "depend on steps of earlier milestones. Results marked `check: doubtful` are likely wrong. "
     'When you know the answer, reply {"milestone": "answer", "steps": [], '
-    '"final_answer": "..."}. Prefer the cheapest executor that will succeed.'
+    '"final_answer": "..."}, or "{s1}" to answer with the result of step s1. '
+    "Prefer the cheapest executor that will succeed."
 )
 MAX_OUTPUT_CHARS = 200
 

@@ -23,13 +23,25 @@ def teacher_examples(
         if not trajectory.correct:
             continue
         turns = [m.plan for m in trajectory.milestones]
-        turns.append(Plan(milestone="answer", final_answer=trajectory.final_answer))
+        turns.append(Plan(milestone="answer", final_answer=_cited_answer(task, trajectory)))
         if task.suite != "sim":  # real tasks do not show their subtask ids: plans cannot cite them
             turns = [_without_covers(plan) for plan in turns]
         for index, plan in enumerate(turns):
             messages = render_messages(task, profiles, trajectory.milestones[:index])
             messages.append({"role": "assistant", "content": plan_text(plan)})
             yield {"task_id": task.id, "turn": index, "messages": messages}
+
+
+def _cited_answer(task: Task, trajectory: Trajectory) -> str | None:
+    """The teacher's answer as the orchestrator is asked to write it on a task with subtasks:
+    a citation of the newest step that produced it (`{m1-t6}`), not the copied string."""
+    if not task.subtasks:
+        return trajectory.final_answer
+    for milestone in reversed(trajectory.milestones):
+        for result in milestone.results:
+            if result.sub_answers.get(task.sink.id) == trajectory.final_answer:
+                return f"{{{result.step_id}}}"
+    return trajectory.final_answer
 
 
 def _without_covers(plan: Plan) -> Plan:

@@ -147,8 +147,9 @@ def test_llama_cpp_enforces_the_plan_schema(llama_url: str) -> None:
 
 
 def test_llama_cpp_takes_the_dag_schema(llama_url: str, params: Params) -> None:
-    """The turn schema's features (per-subtask variants, const ids, dependency enums, a first
-    turn that must plan) survive llama.cpp's schema-to-grammar conversion: the plan validates."""
+    """The turn schema's features (prefixes of the task's subtasks, const ids and dependencies,
+    a first turn that must plan) survive llama.cpp's schema-to-grammar conversion: the plan
+    validates."""
     from easy_core.graph import parse_plan, validate_plan
     from easy_core.policies.llm import generate_openai
     from easy_core.policies.structured import turn_schema

@@ -49,6 +49,28 @@ def test_final_answer_ends_the_episode_and_is_checked(pool, params):
     assert right.reward.correct == 1.0 and wrong.reward.correct == 0.0
 
 
+def test_a_final_answer_may_cite_the_step_that_produced_it(pool, params):
+    """`"{m1-t6}"` answers with that step's answer to the final subtask; citing a step that
+    has no result is an invalid turn (repaired, then the episode ends)."""
+    task = generate_task(0, "test", 0)
+    steps = []
+    for sub in task.subtasks:
+        deps = [f"m1-{d}" for d in sub.depends_on]
+        steps.append(step(f"m1-{sub.id}", "sim-xl", deps, (sub.id,)))
+    cite = f"{{m1-{task.sink.id}}}"
+    trajectory = run(
+        runner_for(pool, params).run(task, Scripted(Plan(steps=steps), Plan(final_answer=cite)))
+    )
+    [sink_result] = [r for r in trajectory.milestones[0].results if task.sink.id in r.covers]
+    assert trajectory.end_reason == "final_answer"
+    assert trajectory.final_answer == sink_result.sub_answers[task.sink.id] != cite
+    assert trajectory.correct == (trajectory.final_answer == task.answer)
+    policy = Scripted(Plan(final_answer=cite), Plan(final_answer=cite))
+    early = run(runner_for(pool, params).run(task, policy))
+    assert early.end_reason == "invalid_plan" and "has no result" in early.end_detail
+    assert "final_answer cites step" in policy.seen_errors[1]
+
+
 def test_invalid_turn_is_repaired_once_then_ends_the_episode(pool, params):
     task = generate_task(0, "test", 0)
     policy = Scripted("not json", Plan(final_answer=task.answer))

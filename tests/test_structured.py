@@ -10,7 +10,7 @@ import pytest
 
 from easy_core.evaluation import load_pool
 from easy_core.params import Params
-from easy_core.policies.structured import dependency_order, plan_schema
+from easy_core.policies.structured import dependency_order, open_subtasks, turn_schema
 from easy_core.schemas import Task
 from easy_core.suites.sim import SimSuite
 from tests.conftest import SIM_DEFAULT
@@ -33,63 +33,109 @@ def task(params: Params) -> Task:
     return next(t for t in SimSuite(params.sim).tasks("test", 20, 0) if len(t.subtasks) >= 4)
 
 
-def dag_schema(params: Params, task: Task, **kw) -> dict:
+def dag_schema(params: Params, task: Task, milestones: list | None = None, **kw) -> dict:
     names = list(load_pool(SIM_DEFAULT, params).executors)
-    return plan_schema(names, [s.id for s in task.subtasks], task=task, milestone=1, **kw)
+    return turn_schema(task, names, milestones or [], kw.get("max_steps", 64))
 
 
-def short_plan_schema(schema: dict) -> dict:
-    """`schema` with short strings, so that even an untrained model finishes a plan within a
-    few dozen tokens (it would otherwise write instructions to the token cap)."""
-    schema["properties"]["milestone"] = {"type": "string", "maxLength": 12}
-    for variant in schema["properties"]["steps"]["items"]["anyOf"]:
-        variant["properties"]["instruction"] = {"type": "string", "maxLength": 12}
+def short_plan_schema(schema: dict, max_steps: int | None = None) -> dict:
+    """`schema` with short strings (and at most `max_steps` steps), so that even an untrained
+    model finishes a plan within a few dozen tokens (else it writes instructions to the cap)."""
+    short = {"type": "string", "maxLength": 12}
+    shapes = schema.get("anyOf", [schema])
+    for shape in shapes:
+        shape["properties"]["milestone"] = short
+        steps = shape["properties"]["steps"]
+        if max_steps is not None and "anyOf" in steps:
+            steps["anyOf"] = steps["anyOf"][:max_steps]
+        for prefix in steps.get("anyOf", [steps]):
+            for step in prefix.get("prefixItems", []):
+                step["properties"]["instruction"] = short
     return schema
 
 
-def test_the_teachers_plan_fits_the_dag_schema(params: Params, task: Task) -> None:
+def first_results(params: Params, task: Task, plan: dict, doubted: set[str] = frozenset()):
+    """A milestone that ran `plan`, every step ok (those covering `doubted` doubted)."""
+    from easy_core.schemas import Milestone, Plan, StepResult
+
+    results = [
+        StepResult(
+            step_id=step["id"],
+            executor=step["executor"],
+            status="ok",
+            output=f"{step['covers'][0]}=x",
+            covers=step["covers"],
+            sub_answers={step["covers"][0]: "x"},
+            self_check=step["covers"][0] not in doubted,
+        )
+        for step in plan["steps"]
+    ]
+    return Milestone(index=0, plan=Plan.model_validate(plan), results=results)
+
+
+def test_the_teachers_plan_fits_the_task_schema(params: Params, task: Task) -> None:
     plan = teacher_plan(params, task)
-    jsonschema.validate(plan, dag_schema(params, task))
-    jsonschema.validate(plan, dag_schema(params, task, must_plan=True))
-    answer = {"milestone": "answer", "steps": [], "final_answer": "42"}
-    jsonschema.validate(answer, dag_schema(params, task))
-    with pytest.raises(jsonschema.ValidationError):  # the first turn has nothing to answer from
-        jsonschema.validate(answer, dag_schema(params, task, must_plan=True))
+    schema = dag_schema(params, task)
+    jsonschema.validate(plan, schema)
+    # the first turn has nothing to answer from
+    for answer in ("42", "{m1-t1}"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({"milestone": "a", "steps": [], "final_answer": answer}, schema)
+    done = [first_results(params, task, plan)]
+    sink_step = f"m1-{task.sink.id}"
+    after = dag_schema(params, task, done)
+    jsonschema.validate({"milestone": "a", "steps": [], "final_answer": f"{{{sink_step}}}"}, after)
+    with pytest.raises(jsonschema.ValidationError):  # an answer cites what produced it
+        jsonschema.validate({"milestone": "a", "steps": [], "final_answer": "x"}, after)
 
 
-def test_the_dag_schema_rejects_self_dependency_cycles_and_unknown_executors(
+def test_the_task_schema_fixes_the_dag_and_leaves_executors_and_size_free(
     params: Params, task: Task
 ) -> None:
     plan = teacher_plan(params, task)
     schema = dag_schema(params, task)
-    last = plan["steps"][-1]
+    steps = plan["steps"]
+    jsonschema.validate({**plan, "steps": steps[:1]}, schema)  # a first slice of the task
+    jsonschema.validate(
+        {**plan, "steps": [{**steps[0], "executor": "sim-tool"}, *steps[1:]]}, schema
+    )
+    needy = next(i for i, step in enumerate(steps) if step["depends_on"])
     for broken in (
-        {**last, "depends_on": [last["id"]]},  # itself
-        {**plan["steps"][0], "depends_on": [last["id"]]},  # a later step: a cycle
-        {**last, "executor": "gpt-nonexistent"},
-        {**last, "id": "m2-" + last["id"].split("-", 1)[1]},  # another milestone's id
+        [*steps[:needy], {**steps[needy], "depends_on": []}],  # an input left out
+        [*steps[:needy], {**steps[needy], "depends_on": [steps[needy]["id"]]}],  # itself
+        steps[1:],  # a subtask before its inputs
+        [{**steps[0], "executor": "gpt-nonexistent"}],
+        [{**steps[0], "id": "m2-" + steps[0]["id"].split("-", 1)[1]}],  # another milestone
     ):
         with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate({**plan, "steps": [*plan["steps"][:-1], broken]}, schema)
+            jsonschema.validate({**plan, "steps": broken}, schema)
 
 
-def test_later_milestones_may_depend_on_earlier_steps(params: Params, task: Task) -> None:
-    first = task.subtasks[0].id
-    schema = plan_schema(
-        list(load_pool(SIM_DEFAULT, params).executors),
-        [s.id for s in task.subtasks],
-        task=task,
-        milestone=2,
-        earlier_steps=["m1-" + first],
-    )
+def test_later_milestones_run_what_is_open_on_the_results_they_have(
+    params: Params, task: Task
+) -> None:
+    """After a first slice, the next plan starts where it stopped and depends on the earlier
+    milestone's steps."""
+    order = dependency_order(task)
+    plan = teacher_plan(params, task)
+    first = {**plan, "steps": plan["steps"][:2]}
+    done = [first_results(params, task, first)]
+    assert open_subtasks(task, done) == order[2:]
+    schema = dag_schema(params, task, done)
+    nxt = order[2]
+    inputs = [
+        f"m1-{dep}" if dep in order[:2] else f"m2-{dep}" for dep in task.subtask(nxt).depends_on
+    ]
     step = {
-        "id": f"m2-{first}",
+        "id": f"m2-{nxt}",
         "executor": "sim-m",
-        "instruction": "again",
-        "depends_on": [f"m1-{first}"],
-        "covers": [first],
+        "instruction": "go",
+        "depends_on": inputs,
+        "covers": [nxt],
     }
-    jsonschema.validate({"milestone": "retry", "steps": [step], "final_answer": None}, schema)
+    jsonschema.validate({"milestone": "more", "steps": [step], "final_answer": None}, schema)
+    doubted = [first_results(params, task, first, doubted={order[0]})]
+    assert open_subtasks(task, doubted) == order[2:]  # a doubted result is not reopened
 
 
 def test_dependency_order_follows_dependencies_not_listing(task: Task) -> None:
@@ -117,7 +163,7 @@ def test_in_process_decoding_follows_the_schema(params: Params, task: Task) -> N
     free, _ = generate_hf(messages, settings)
     with pytest.raises(json.JSONDecodeError):
         json.loads(free)
-    schema = short_plan_schema(dag_schema(params, task, max_steps=1, must_plan=True))
+    schema = short_plan_schema(dag_schema(params, task, max_steps=1))
     structured = settings.model_copy(update={"structured": True, "max_new_tokens": 120})
     text, tokens = generate_hf(messages, structured, schema=schema)
     plan = parse_plan(text)
@@ -149,7 +195,7 @@ def test_valid_plan_rate_counts_errors_and_sends_the_first_turn_schema(
     low, high = report["valid_rate_95ci"]
     assert low == 0.0 and 0.5 < high < 1.0
     schema = server.requests[0]["body"]["response_format"]["json_schema"]["schema"]
-    assert schema["properties"]["steps"]["minItems"] == 1  # a first turn must plan
+    assert schema["properties"]["final_answer"] == {"type": "null"}  # a first turn must plan
 
 
 def test_a_batch_decodes_each_row_under_its_own_schema(params: Params, task: Task) -> None:
@@ -168,7 +214,7 @@ def test_a_batch_decodes_each_row_under_its_own_schema(params: Params, task: Tas
     answers = generate_hf_batch(
         [render_messages(t, pool.profiles, []) for t in tasks],
         settings,
-        [short_plan_schema(dag_schema(params, t, max_steps=2, must_plan=True)) for t in tasks],
+        [short_plan_schema(dag_schema(params, t, max_steps=2)) for t in tasks],
     )
     for t, (text, tokens) in zip(tasks, answers, strict=True):
         plan = parse_plan(text)

@@ -45,6 +45,29 @@ def checkpoint(params: Params, sft_data: Path, tmp_path_factory: pytest.TempPath
     return out, metrics
 
 
+def test_teacher_answers_cite_the_step_that_produced_them(sft_data: Path, params: Params) -> None:
+    """Each teacher trajectory ends with an answer turn citing its final subtask's step, and
+    every turn of the teacher fits the turn schema the policy decodes under."""
+    import jsonschema
+
+    from easy_core.policies.structured import turn_schema
+    from easy_core.suites.sim import SimSuite
+
+    rows = [json.loads(line) for line in sft_data.read_text().splitlines()]
+    tasks = {t.id: t for t in SimSuite(params.sim).tasks("train", 12, 0)}
+    names = [e.name for e in load_pool_config(SIM_DEFAULT).executors]
+    answers = [r for r in rows if json.loads(r["messages"][-1]["content"])["final_answer"]]
+    assert answers and len({r["task_id"] for r in answers}) == len(answers)
+    for row in answers:
+        task = tasks[row["task_id"]]
+        assert json.loads(row["messages"][-1]["content"])["final_answer"].startswith("{m")
+        assert row["messages"][-1]["content"].count(task.sink.id) >= 1
+    first = [r for r in rows if r["turn"] == 0]
+    for row in first:
+        schema = turn_schema(tasks[row["task_id"]], names, [], 64)
+        jsonschema.validate(json.loads(row["messages"][-1]["content"]), schema)
+
+
 def test_sft_writes_a_checkpoint_with_card_and_curve(checkpoint) -> None:
     out, metrics = checkpoint
     for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "curve.png"):
@@ -122,10 +145,10 @@ def test_easy_policy_over_the_openai_api_asks_for_the_plan_schema(params: Params
     body = server.requests[0]["body"]
     schema = body["response_format"]["json_schema"]["schema"]
     executors = {p.name for p in load_pool_config(SIM_DEFAULT).executors}
-    assert set(schema["$defs"]["Step"]["properties"]["executor"]["enum"]) == executors
-    variants = schema["properties"]["steps"]["items"]["anyOf"]  # one per subtask, first turn
-    assert variants and all(v["properties"]["id"]["const"].startswith("m1-") for v in variants)
-    assert schema["properties"]["steps"]["minItems"] == 1
+    longest = schema["properties"]["steps"]["anyOf"][-1]["prefixItems"]  # every subtask
+    assert all(step["properties"]["id"]["const"].startswith("m1-") for step in longest)
+    assert set(longest[0]["properties"]["executor"]["enum"]) == executors
+    assert schema["properties"]["final_answer"] == {"type": "null"}  # a first turn must plan
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
 
@@ -135,7 +158,8 @@ def test_sim_reward_plays_a_completion_from_its_tree_node(params: Params) -> Non
     from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
     from easy_core.training.grpo import SimReward, tree_prompts
 
-    one_world = {"tasks": 3, "reward_worlds": 1}  # the reward is exactly one episode's
+    # the reward is exactly one episode's, played on by greedy itself
+    one_world = {"tasks": 3, "reward_worlds": 1, "continuation": "greedy"}
     small = params.model_copy(update={"grpo": params.grpo.model_copy(update=one_world)})
     rows = tree_prompts(small)
     assert rows and {r["task_index"] for r in rows} <= {0, 1, 2}
@@ -167,7 +191,9 @@ def test_sim_reward_replays_in_the_trees_world_whatever_the_trainer_seed(params:
 
     seeded = params.model_copy(
         update={
-            "grpo": params.grpo.model_copy(update={"tasks": 2, "seed": 7, "reward_worlds": 1}),
+            "grpo": params.grpo.model_copy(
+                update={"tasks": 2, "seed": 7, "reward_worlds": 1, "continuation": "greedy"}
+            ),
             "rollouts": params.rollouts.model_copy(update={"seed": 3}),
         }
     )
@@ -223,7 +249,11 @@ def test_sim_reward_averages_a_root_plan_over_worlds(params: Params) -> None:
     from easy_core.training.grpo import ScriptedPolicy, SimReward
 
     worlds = params.model_copy(
-        update={"grpo": params.grpo.model_copy(update={"tasks": 1, "reward_worlds": 3})}
+        update={
+            "grpo": params.grpo.model_copy(
+                update={"tasks": 1, "reward_worlds": 3, "continuation": "greedy"}
+            )
+        }
     )
     reward = SimReward(worlds)
     task = reward.tasks[0]
@@ -246,6 +276,37 @@ def test_sim_reward_averages_a_root_plan_over_worlds(params: Params) -> None:
     )
 
 
+def test_the_reward_continuation_can_leave_out_retries(params: Params) -> None:
+    """A first plan on the cheapest executors leaves doubted results: `greedy` as continuation
+    retries them on stronger executors (and makes the cheap plan look good), `greedy-once`
+    answers at once, as the orchestrator under its task grammar must."""
+    from easy_core.graph import parse_plan
+    from easy_core.policies import get_policy
+    from easy_core.prompting import plan_text
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+    from easy_core.training.grpo import SimReward
+
+    def scorer(continuation: str) -> SimReward:
+        grpo = params.grpo.model_copy(update={"tasks": 6, "continuation": continuation})
+        return SimReward(params.model_copy(update={"grpo": grpo}))
+
+    retrying, once = scorer("greedy"), scorer("greedy-once")
+    differ = 0
+    for index, task in enumerate(once.tasks):
+        greedy_first = plan_text(
+            run_synchronously(once.runner.run(task, get_policy("greedy"), 0, DiscreteEventClock()))
+            .milestones[0]
+            .plan
+        )
+        plan = parse_plan(greedy_first)
+        cheap = plan.model_copy(
+            update={"steps": [s.model_copy(update={"executor": "sim-xs"}) for s in plan.steps]}
+        )
+        text = plan_text(cheap)
+        differ += retrying.score(text, index, []) > once.score(text, index, [])
+    assert differ >= 1
+
+
 def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -> None:
     from types import SimpleNamespace
 
@@ -258,9 +319,7 @@ def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -
     rows = [r for r in tree_prompts(small) if r["prefix"] == "[]"]
     rows = [next(r for r in rows if r["task_index"] == i) for i in (0, 1)]
     for row in rows:
-        schema = json.loads(row["schema"])
-        schema["properties"]["steps"]["maxItems"] = 2
-        row["schema"] = json.dumps(short_plan_schema(schema))
+        row["schema"] = json.dumps(short_plan_schema(json.loads(row["schema"]), max_steps=2))
     rollout = StructuredRollout(rows, max_new_tokens=120, temperature=1.0)
     model, tokenizer = load_causal_lm("smollm2-135m")  # the untrained base: prose when free
     trainer = SimpleNamespace(model=model, processing_class=tokenizer)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from easy_core.errors import ConfigError
 from easy_core.policies.base import EpisodeState, Policy
-from easy_core.policies.baselines import BASELINES
+from easy_core.policies.baselines import BASELINES, GreedyOncePolicy
 from easy_core.policies.sampled import SampledGreedyPolicy
 
 
@@ -34,6 +34,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "graph": _graph,
     "easy": _llm,
     "greedy-sample": SampledGreedyPolicy,
+    "greedy-once": GreedyOncePolicy,
 }
 LEARNED = ("progress", "graph")
 

@@ -299,6 +299,13 @@ class GreedyPolicy(SubtaskPolicy):
         return cheapest_capable(options, state.params.policies.greedy_threshold).executor
 
 
+class GreedyOncePolicy(GreedyPolicy):
+    """`greedy` without its retries: one milestone of every subtask, then the answer."""
+
+    name = "greedy-once"
+    escalate = False
+
+
 class OraclePolicy(SubtaskPolicy):
     name = "oracle"
 

@@ -8,9 +8,9 @@ Backends (params.orchestrator):
   SmolLM2-135M-Instruct), greedy or sampled decoding;
 - `openai`: any OpenAI-compatible server (vLLM, llama.cpp's server) serving the checkpoint.
 With `structured: true` (the default) decoding follows the turn's plan schema
-(`structured.plan_schema`: the pool's executors, the task's subtasks, steps that cannot depend on
-themselves): in process through llguidance, on a server as `response_format`, which vLLM (guided
-decoding) and llama.cpp (grammar) enforce.
+(`structured.turn_schema`: the pool's executors and, on a task with declared subtasks, the
+task's own dependency graph and a cited answer): in process through llguidance, on a server
+as `response_format`, which vLLM (guided decoding) and llama.cpp (grammar) enforce.
 Generated tokens are counted in the episode's `orchestrator_tokens`.
 """
 

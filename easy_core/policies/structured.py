@@ -2,16 +2,26 @@
 enforces (sent to vLLM or llama.cpp by the openai backend, compiled by llguidance for the
 in-process hf backend).
 
-A generic schema can name the pool's executors and the task's subtasks, but not the rule that
-breaks most plans of a small model: "a step must not depend on itself (or on a later step)".
-Given the task and the milestone, `plan_schema` also writes that rule as a schema: each step is
-one of the task's subtasks under the id convention the policy is trained on (`m{k}-{subtask}`,
-the teacher's), and its `depends_on` may name only steps of earlier milestones and this
-milestone's steps for subtasks that come before it in the task's dependency order. Self-loops
-and cycles then cannot be decoded; duplicate ids and dependencies on steps the plan never
-writes still can (the validator catches them). On a task's first turn the schema also asks for
-at least one step: with no result yet, a final answer can only be made up (the SFT model's one
-remaining failure on held-out sim tasks was such an answer, a digit repeated to the token cap).
+For a task without declared subtasks the schema is the Plan's, with the pool's executor names
+as an enum; a first turn must plan (with no result yet, an answer can only be made up).
+
+For a task that declares its subtasks (the sim suite), the task itself fixes the dependency
+graph, and the schema writes it down so that a small model cannot break it: a plan's steps are
+the first j of the task's *open* subtasks in dependency order (those without a result, or
+downstream of one), each under the id convention the policy is trained on
+(`m{k}-{subtask}`, the teacher's), depending exactly on the steps that produce its inputs (this
+milestone's, or the latest good result of an earlier one). What is left to the orchestrator is
+what this project is about: how much of the task each milestone takes on (j), which executor
+runs each step, and when to answer. A doubted result is not reopened: a model that reran it on
+the same executor got the same doubt back until its milestones ran out (retries of doubted
+results, the `greedy` baseline's escalation, are not expressible in this grammar yet). The
+answer must cite a step that produced the task's final subtask (`"final_answer": "{m2-t6}"`,
+resolved by the runtime to that step's result); before such a step exists the turn must plan.
+Without these rules the SFT'd 135M model planned three steps of every task whatever its shape
+and answered with made-up strings (docs/BENCHMARKS.md, "GRPO against SFT").
+
+Steps of a prefix are tuples (`prefixItems`, one variant per length): llama.cpp's schema
+converter ignores minItems/maxItems around prefixItems, so the lengths are spelled out.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from typing import Any
 
 import networkx as nx
 
-from easy_core.schemas import Milestone, Plan, Task
+from easy_core.schemas import Milestone, Plan, StepResult, Task
 
 # Compact separators, no free whitespace: the form of the teacher's plans the model learnt.
 COMPACT_JSON = {"item_separator": ",", "key_separator": ":", "whitespace_flexible": False}
@@ -41,20 +51,36 @@ def dependency_order(task: Task) -> list[str]:
     return list(nx.lexicographical_topological_sort(graph, key=position.__getitem__))
 
 
+def latest_good_results(milestones: Sequence[Milestone]) -> dict[str, StepResult]:
+    """The newest successful result for each subtask (doubted ones included)."""
+    latest: dict[str, StepResult] = {}
+    for milestone in milestones:
+        for result in milestone.results:
+            if result.status == "ok":
+                latest.update((sub_id, result) for sub_id in result.covers)
+    return latest
+
+
+def open_subtasks(task: Task, milestones: Sequence[Milestone]) -> list[str]:
+    """Subtasks still to run, in dependency order: those without a successful result and
+    those downstream of one (their inputs do not exist yet)."""
+    latest = latest_good_results(milestones)
+    by_id = task.subtask_index
+    open_ids: list[str] = []
+    for sub_id in dependency_order(task):
+        if sub_id not in latest or any(dep in open_ids for dep in by_id[sub_id].depends_on):
+            open_ids.append(sub_id)
+    return open_ids
+
+
 def plan_schema(
     executors: Sequence[str] | None = None,
     subtasks: Sequence[str] | None = None,
     *,
-    task: Task | None = None,
-    milestone: int | None = None,
-    earlier_steps: Sequence[str] = (),
-    max_steps: int | None = None,
     must_plan: bool = False,
 ) -> dict[str, Any]:
-    """The Plan's JSON schema. With the pool's executor names and the task's subtask ids, those
-    become enums; with `task` and `milestone` too, steps follow the DAG rule of the module doc.
-    `must_plan` (a task's first turn: no result exists to answer from) asks for at least one
-    step and no final answer."""
+    """The Plan's JSON schema; with the pool's executor names and the task's subtask ids, those
+    become enums. `must_plan` asks for at least one step and no final answer."""
     schema = Plan.model_json_schema()
     step = schema["$defs"]["Step"]["properties"]
     if executors:
@@ -66,29 +92,6 @@ def plan_schema(
                 {"type": "null"},
             ]
         }
-    if task is not None and milestone is not None and task.subtasks:
-        variants = []
-        before: list[str] = list(earlier_steps)
-        for sub_id in dependency_order(task):
-            own = step_id(milestone, sub_id)
-            # items stated even when none may appear: llama.cpp's converter ignores a bare maxItems
-            allowed = {"type": "string", "enum": list(before)} if before else {"type": "string"}
-            depends_on = {"type": "array", "items": allowed}
-            if not before:
-                depends_on["maxItems"] = 0
-            variants.append(
-                {
-                    "type": "object",
-                    "properties": {**step, "id": {"const": own}, "depends_on": depends_on},
-                    "required": ["id", "executor", "instruction", "depends_on", "covers"],
-                    "additionalProperties": False,
-                }
-            )
-            before.append(own)
-        steps = schema["properties"]["steps"]
-        steps["items"] = {"anyOf": variants}
-        if max_steps is not None:
-            steps["maxItems"] = max_steps
     if must_plan:
         schema["properties"]["steps"]["minItems"] = 1
         schema["properties"]["final_answer"] = {"type": "null"}
@@ -96,21 +99,85 @@ def plan_schema(
     return schema
 
 
+def _strings(values: Sequence[str]) -> dict[str, Any]:
+    """Exactly these strings, in this order (a fixed-length array)."""
+    if not values:
+        return {"type": "array", "maxItems": 0, "items": {"type": "string"}}
+    return {
+        "type": "array",
+        "prefixItems": [{"const": value} for value in values],
+        "items": False,
+        "minItems": len(values),
+        "maxItems": len(values),
+    }
+
+
+def task_plan_schema(
+    task: Task, executors: Sequence[str], milestones: Sequence[Milestone], max_steps: int
+) -> dict[str, Any]:
+    """The schema of the turn after `milestones` on a task with declared subtasks (module doc)."""
+    milestone = len(milestones) + 1
+    latest = latest_good_results(milestones)
+    pending = open_subtasks(task, milestones)
+    producer = {sub_id: result.step_id for sub_id, result in latest.items()}
+    steps = []
+    for sub_id in pending[:max_steps]:
+        producer[sub_id] = step_id(milestone, sub_id)
+        inputs = [producer[dep] for dep in task.subtask(sub_id).depends_on]
+        steps.append(
+            {
+                "type": "object",
+                "properties": {
+                    "id": {"const": step_id(milestone, sub_id)},
+                    "executor": {"type": "string", "enum": sorted(executors)},
+                    "instruction": {"type": "string"},
+                    "depends_on": _strings(inputs),
+                    "covers": _strings([sub_id]),
+                },
+                "required": ["id", "executor", "instruction", "depends_on", "covers"],
+                "additionalProperties": False,
+            }
+        )
+    answers = [
+        f"{{{result.step_id}}}"
+        for m in milestones
+        for result in m.results
+        if result.status == "ok" and task.sink.id in result.covers
+    ]
+    shapes = []
+    if steps:
+        prefixes = [
+            {"type": "array", "prefixItems": steps[:j], "items": False}
+            | {"minItems": j, "maxItems": j}
+            for j in range(1, len(steps) + 1)
+        ]
+        shapes.append(_turn({"anyOf": prefixes}, {"type": "null"}))
+    if answers:
+        no_steps = {"type": "array", "maxItems": 0, "items": {"type": "object"}}
+        shapes.append(_turn(no_steps, {"enum": answers}))
+    return shapes[0] if len(shapes) == 1 else {"anyOf": shapes}
+
+
+def _turn(steps: dict[str, Any], final_answer: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "milestone": {"type": "string"},
+            "steps": steps,
+            "final_answer": final_answer,
+        },
+        "required": ["milestone", "steps", "final_answer"],
+        "additionalProperties": False,
+    }
+
+
 def turn_schema(
     task: Task, executors: Sequence[str], milestones: Sequence[Milestone], max_steps: int
 ) -> dict[str, Any]:
-    """The schema of the plan that follows `milestones`: the pool's executors, the task's
-    subtasks, steps that may depend only on earlier milestones' steps and on steps before them
-    in this one, and on a first turn at least one step."""
-    return plan_schema(
-        executors,
-        [sub.id for sub in task.subtasks] or None,
-        task=task,
-        milestone=len(milestones) + 1,
-        earlier_steps=[step.id for m in milestones for step in m.plan.steps],
-        max_steps=max_steps,
-        must_plan=not milestones,
-    )
+    """The schema of the plan that follows `milestones` (module doc)."""
+    if task.subtasks:
+        return task_plan_schema(task, executors, milestones, max_steps)
+    return plan_schema(executors, must_plan=not milestones)
 
 
 class SchemaConstraint:

@@ -13,14 +13,22 @@ from dataclasses import dataclass, field
 from easy_core.errors import EasyError, PlanError
 from easy_core.executors.base import approx_tokens
 from easy_core.executors.pool import ExecutorPool, PoolSession
-from easy_core.graph import parse_plan, validate_plan
+from easy_core.graph import answer_reference, parse_plan, validate_plan
 from easy_core.params import Params
 from easy_core.policies.base import EpisodeState, Policy
 from easy_core.prompting import plan_text
 from easy_core.rewards import reward
 from easy_core.runtime.clock import Clock, DiscreteEventClock
 from easy_core.runtime.engine import LocalEngine, PlanEngine
-from easy_core.schemas import EndReason, Milestone, Plan, RunMetrics, Task, Trajectory
+from easy_core.schemas import (
+    EndReason,
+    Milestone,
+    Plan,
+    RunMetrics,
+    StepResult,
+    Task,
+    Trajectory,
+)
 
 Checker = Callable[[Task, str | None], bool]
 Scorer = Callable[[Task, str | None], dict[str, float]]
@@ -186,7 +194,7 @@ class EpisodeCursor:
             return False
         state.repair_error = None
         if plan.final_answer is not None:
-            self.final = plan.final_answer
+            self.final = _answer(plan.final_answer, self.task, state.results)
             self.end_reason = "final_answer"
             return False
         if not state.milestones_left:
@@ -284,3 +292,15 @@ class EpisodeCursor:
                 params=runner.params.reward,
             ),
         )
+
+
+def _answer(final_answer: str, task: Task, results: dict[str, StepResult]) -> str:
+    """The episode's answer: as written, or the result of the step it cites (`{m2-t6}`), which
+    for a task with subtasks is that step's answer to the final subtask."""
+    cited = answer_reference(final_answer)
+    if cited is None or cited not in results:
+        return final_answer
+    result = results[cited]
+    if task.subtasks and task.sink.id in result.sub_answers:
+        return result.sub_answers[task.sink.id]
+    return result.output

@@ -7,8 +7,8 @@ that node, under the node's plan schema (`StructuredRollout`, TRL's rollout hook
 policy decodes at inference, so a group differs in its choices rather than in broken JSON. The
 reward hook scores each answer in the simulator: an answer that is not a valid plan gets 0; a
 valid one is played from the node's state (the branch's earlier plans replayed,
-deterministically, then this answer, then `greedy` to the end) and gets the episode's reward,
-for a root averaged over `grpo.reward_worlds` outcome seeds.
+deterministically, then this answer, then the `grpo.continuation` policy to the end) and gets
+the episode's reward, for a root averaged over `grpo.reward_worlds` outcome seeds.
 
 Output like the SFT stage: checkpoint (`save_pretrained`, tokenizer, model card with the params
 and the data), the reward curve per step.
@@ -177,7 +177,7 @@ class SimReward:
         worlds = 1 if prefix else self.params.grpo.reward_worlds
         total = 0.0
         for world in range(worlds):
-            policy = ScriptedPolicy([*prefix, text])
+            policy = ScriptedPolicy([*prefix, text], then=self.params.grpo.continuation)
             trajectory = run_synchronously(
                 self.runner.run(task, policy, self.seed + world, DiscreteEventClock())
             )
