@@ -23,7 +23,7 @@ from easy_core.capability import shifted_success
 from easy_core.errors import PolicyError
 from easy_core.executors.simulated import SimExecutor
 from easy_core.policies.base import EpisodeState
-from easy_core.policies.structured import step_id
+from easy_core.policies.structured import latest_good_results, step_id
 from easy_core.schemas import ExecutorProfile, Plan, StepResult, Subtask, Task
 
 USELESS_BELOW = 0.1
@@ -101,13 +101,7 @@ def cheapest_capable(options: list[Option], threshold: float) -> Option:
 
 def latest_results(state: EpisodeState) -> dict[str, StepResult]:
     """The newest successful result for each subtask."""
-    latest: dict[str, StepResult] = {}
-    for milestone in state.milestones:
-        for result in milestone.results:
-            if result.status == "ok":
-                for sub_id in result.covers:
-                    latest[sub_id] = result
-    return latest
+    return latest_good_results(state.milestones)
 
 
 def final_answer(state: EpisodeState, latest: dict[str, StepResult] | None = None) -> str:

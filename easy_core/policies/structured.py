@@ -61,10 +61,13 @@ def latest_good_results(milestones: Sequence[Milestone]) -> dict[str, StepResult
     return latest
 
 
-def open_subtasks(task: Task, milestones: Sequence[Milestone]) -> list[str]:
+def open_subtasks(
+    task: Task, milestones: Sequence[Milestone], latest: dict[str, StepResult] | None = None
+) -> list[str]:
     """Subtasks still to run, in dependency order: those without a successful result and
-    those downstream of one (their inputs do not exist yet)."""
-    latest = latest_good_results(milestones)
+    those downstream of one (their inputs do not exist yet). `latest`: the milestones'
+    `latest_good_results`, when the caller has them."""
+    latest = latest_good_results(milestones) if latest is None else latest
     by_id = task.subtask_index
     open_ids: list[str] = []
     for sub_id in dependency_order(task):
@@ -74,24 +77,14 @@ def open_subtasks(task: Task, milestones: Sequence[Milestone]) -> list[str]:
 
 
 def plan_schema(
-    executors: Sequence[str] | None = None,
-    subtasks: Sequence[str] | None = None,
-    *,
-    must_plan: bool = False,
+    executors: Sequence[str] | None = None, *, must_plan: bool = False
 ) -> dict[str, Any]:
-    """The Plan's JSON schema; with the pool's executor names and the task's subtask ids, those
-    become enums. `must_plan` asks for at least one step and no final answer."""
+    """The Plan's JSON schema; with the pool's executor names, those become an enum.
+    `must_plan` asks for at least one step and no final answer."""
     schema = Plan.model_json_schema()
-    step = schema["$defs"]["Step"]["properties"]
     if executors:
+        step = schema["$defs"]["Step"]["properties"]
         step["executor"] = {"type": "string", "enum": sorted(executors)}
-    if subtasks:
-        step["covers"] = {
-            "anyOf": [
-                {"type": "array", "items": {"type": "string", "enum": list(subtasks)}},
-                {"type": "null"},
-            ]
-        }
     if must_plan:
         schema["properties"]["steps"]["minItems"] = 1
         schema["properties"]["final_answer"] = {"type": "null"}
@@ -118,7 +111,7 @@ def task_plan_schema(
     """The schema of the turn after `milestones` on a task with declared subtasks (module doc)."""
     milestone = len(milestones) + 1
     latest = latest_good_results(milestones)
-    pending = open_subtasks(task, milestones)
+    pending = open_subtasks(task, milestones, latest)
     producer = {sub_id: result.step_id for sub_id, result in latest.items()}
     steps = []
     for sub_id in pending[:max_steps]:
