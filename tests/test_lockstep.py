@@ -38,3 +38,23 @@ def test_lockstep_plays_the_episodes_one_at_a_time_would(params: Params, monkeyp
     assert batches[0] == 4 and max(batches) == 4 and sum(done) == 10
     assert all(t.metrics.orchestrator_tokens % 7 == 0 for t in batched)
     assert all(t.policy == "easy" and t.metrics.orchestrator_tokens > 0 for t in batched)
+
+
+def test_only_greedy_decoding_is_batched_in_lockstep(params: Params, monkeypatch) -> None:
+    """A sampled turn is seeded per episode, which a batch cannot keep: at a temperature above
+    0 the episodes run one at a time."""
+    calls: list[float] = []
+
+    def spy(tasks, runner, seed, settings, on_episode):
+        calls.append(settings.temperature)
+        return []
+
+    monkeypatch.setattr(lockstep, "run_lockstep", spy)
+    for temperature in (0.0, 0.7):
+        settings = params.orchestrator.model_copy(
+            update={"backend": "hf", "batch_size": 4, "temperature": temperature}
+        )
+        run = params.model_copy(update={"orchestrator": settings})
+        runner = EpisodeRunner(load_pool(SIM_DEFAULT, run), run, SimSuite.check)
+        assert run_episodes([], runner, "easy", 0) == []
+    assert calls == [0.0]
