@@ -651,7 +651,13 @@ def bench_orchestrators(
     baselines: Annotated[
         str, typer.Option(help="comma-separated baseline policies on the same tasks")
     ] = "greedy,strongest,cheapest,oracle",
-    out: Annotated[Path | None, typer.Option(help="write comparison.json and .md here")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="write comparison.json, .md, .png here, and each evaluation under OUT/runs "
+            "(reused on the next run while its checkpoint and params are unchanged)"
+        ),
+    ] = None,
     params_path: ParamsOption = None,
 ) -> None:
     """LLM orchestrator checkpoints (`easy` policy, e.g. SFT then GRPO) and baselines on the
@@ -676,13 +682,57 @@ def bench_orchestrators(
     with progress_bar() as progress:
         bar = progress.add_task("episodes", total=n * len(pool) * (len(models) + len(names)))
         advance = lambda k: progress.advance(bar, k)  # noqa: E731
-        results = [compare_checkpoints(params, p, models, names, n, seed, advance) for p in pool]
+        runs = out / "runs" if out is not None else None
+        results = [
+            compare_checkpoints(params, p, models, names, n, seed, advance, runs) for p in pool
+        ]
     text = "\n".join(comparison_markdown(r) for r in results)
     print(text, end="")
     if out is not None:
         write_json(out / "comparison.json", {"pools": results})
         atomic_write_text(out / "comparison.md", text)
         comparison_plot(results, out / "comparison.png")
+
+
+@bench_app.command("grpo-signal")
+@user_errors
+def bench_grpo_signal(
+    model: Annotated[
+        Path | None, typer.Option(help="the warm start; default: grpo.base_model")
+    ] = None,
+    n: Annotated[int, typer.Option(min=1, help="root prompts (one group each)")] = 16,
+    k: Annotated[int | None, typer.Option(min=2, help="override rollouts.tree_k")] = None,
+    temperature: Annotated[
+        float | None, typer.Option(min=0.01, help="override grpo.temperature")
+    ] = None,
+    continuation: Annotated[
+        str | None, typer.Option(help="override grpo.continuation (a policy name)")
+    ] = None,
+    trees_file: Annotated[
+        Path | None, typer.Option("--trees", help="tree rollouts JSONL; default: grow them here")
+    ] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """The groups a GRPO step would sample from the warm start (group size, temperature,
+    schemas and reward of params.yaml): how many differ in correctness, i.e. carry signal,
+    and what greedy's first plan is worth on the same prompts. Run it before a long GRPO run."""
+    from easy_core.training.grpo import read_trees
+    from easy_core.training.signal import group_signal
+
+    params = resolve_params(params_path)
+    if k is not None:
+        params.rollouts.tree_k = k
+    if temperature is not None:
+        params.grpo.temperature = temperature
+    if continuation is not None:
+        params.grpo.continuation = continuation
+    trees = read_trees(trees_file) if trees_file is not None else None
+    with progress_bar() as progress:
+        bar = progress.add_task("groups", total=n)
+        result = group_signal(
+            params, model or params.grpo.base_model, n, trees, lambda k: progress.advance(bar, k)
+        )
+    print(json.dumps(result, indent=2))
 
 
 def main() -> None:

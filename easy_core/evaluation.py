@@ -165,10 +165,13 @@ def evaluate_resumable(
     params: Params,
     out_dir: str | Path,
     on_episode: ProgressCallback | None = None,
+    identity: dict | None = None,
 ) -> tuple[EvalMetrics, list[Trajectory]]:
     """`evaluate`, written as it goes in shards of `eval.shard_size` episodes (OUT/shards/,
     each atomic, with a manifest): a run killed at any point, run again, redoes only the
-    unfinished shard and ends with the same bytes."""
+    unfinished shard and ends with the same bytes. `identity`: what else decides the episodes
+    beyond the spec and params (e.g. a checkpoint's digest); a finished shard is reused only
+    while it is the same."""
     shards_dir = Path(out_dir) / "shards"
     if shards_dir.is_dir():
         remove_partial_files(shards_dir)
@@ -177,6 +180,7 @@ def evaluate_resumable(
         {
             "spec": {**asdict(spec), "pool": pool.config},
             "params": params.model_dump(exclude={"eval"}),
+            **({"identity": identity} if identity else {}),
         }
     )
     size = params.eval.shard_size

@@ -1,15 +1,20 @@
 """LLM orchestrator checkpoints (e.g. SFT, then GRPO) and the baselines on the same held-out
 tasks and seeds: success, cost, makespan, mean reward, and the paired difference in mean
-reward between the last checkpoint and the first (per task, with its 95% bootstrap interval)."""
+reward between the last checkpoint and the first (per task, with its 95% bootstrap interval).
+Given a folder, each evaluation is kept there and reused on the next run while its checkpoint,
+params, pool and tasks are unchanged: a new GRPO checkpoint against the same SFT reference
+costs only its own episodes, and a killed comparison keeps what it finished."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from easy_core.evaluation import EvalSpec, ProgressCallback, evaluate
+from easy_core.evaluation import EvalSpec, ProgressCallback, evaluate, evaluate_resumable
 from easy_core.params import Params
+from easy_core.schemas import EvalMetrics, Trajectory
 from easy_core.stats import paired_difference
+from easy_core.training.checkpoints import checkpoint_digest
 
 
 def compare_checkpoints(
@@ -20,18 +25,31 @@ def compare_checkpoints(
     n: int,
     seed: int = 0,
     on_episode: ProgressCallback | None = None,
+    runs_dir: str | Path | None = None,
 ) -> dict[str, Any]:
-    """`models`: label -> checkpoint (the first is the reference of the difference)."""
+    """`models`: label -> checkpoint (the first is the reference of the difference).
+    `runs_dir`: keep each evaluation in RUNS_DIR/<pool>/<label> and reuse it (module doc)."""
+
+    def run(
+        name: str, policy: str, settings: Params, model: str | None
+    ) -> tuple[EvalMetrics, list[Trajectory]]:
+        spec = EvalSpec("sim", policy, pool, n, seed)
+        if runs_dir is None:
+            return evaluate(spec, settings, on_episode)
+        identity = {"checkpoint": checkpoint_digest(model)} if model else None
+        folder = Path(runs_dir) / Path(pool).stem / name
+        return evaluate_resumable(spec, settings, folder, on_episode, identity)
+
     rows: list[dict[str, Any]] = []
     rewards: dict[str, list[float]] = {}
     for label, model in models.items():
-        settings = params.orchestrator.model_copy(update={"model": model})
-        run = params.model_copy(update={"orchestrator": settings})
-        metrics, trajectories = evaluate(EvalSpec("sim", "easy", pool, n, seed), run, on_episode)
+        orchestrator = params.orchestrator.model_copy(update={"model": model})
+        with_model = params.model_copy(update={"orchestrator": orchestrator})
+        metrics, trajectories = run(label, "easy", with_model, model)
         rewards[label] = [t.reward.total for t in trajectories]
         rows.append({"name": label, "model": model, **metrics.model_dump()})
     for policy in baselines:
-        metrics, _ = evaluate(EvalSpec("sim", policy, pool, n, seed), params, on_episode)
+        metrics, _ = run(policy, policy, params, None)
         rows.append({"name": policy, "model": None, **metrics.model_dump()})
     labels = list(models)
     result: dict[str, Any] = {"pool": str(pool), "n": n, "seed": seed, "rows": rows}

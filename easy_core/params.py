@@ -337,6 +337,12 @@ class GrpoParams(_Section):
         "never retries a doubted result, as the orchestrator's task grammar cannot: with "
         "`greedy`'s retries a cheap first plan is worth more than the orchestrator can make it",
     )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group",
+        description="advantage = reward - group mean, divided by the group's (or batch's) "
+        "standard deviation, or by nothing (`none`, Dr. GRPO): when every sample of a group "
+        "fails, dividing by its tiny spread turns cost noise into full-size advantages",
+    )
     threads: int = Field(2, ge=1)
     seed: int = 0
 

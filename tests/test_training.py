@@ -363,3 +363,81 @@ def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params, tmp_p
     assert greedy["mean_reward"] > result["rows"][0]["mean_reward"]  # 24 tokens hold no plan
     assert "+0.000" in comparison_markdown(result)
     assert comparison_plot([result], tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_a_comparison_reuses_its_evaluations_until_a_checkpoint_changes(
+    checkpoint, params: Params, tmp_path, monkeypatch
+) -> None:
+    """The second comparison runs no episode; retraining the checkpoint in place (here: its
+    config changes) redoes its evaluation only, and a new model card alone redoes nothing."""
+    import shutil
+
+    from easy_core import evaluation
+    from easy_core.orchestrator_compare import compare_checkpoints
+
+    model = tmp_path / "model"
+    shutil.copytree(checkpoint[0], model)
+    short = params.model_copy(
+        update={"orchestrator": params.orchestrator.model_copy(update={"max_new_tokens": 24})}
+    )
+    played: list[str] = []
+    real_run = evaluation.run_episodes
+
+    def counting(tasks, runner, policy_name, *args, **kwargs):
+        played.append(policy_name)
+        return real_run(tasks, runner, policy_name, *args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "run_episodes", counting)
+
+    def compare() -> dict:
+        runs = tmp_path / "runs"
+        return compare_checkpoints(
+            short, SIM_DEFAULT, {"m": str(model)}, ["greedy"], 3, 0, None, runs
+        )
+
+    first = compare()
+    assert played == ["easy", "greedy"]
+    assert compare() == first and played == ["easy", "greedy"]
+    (model / "README.md").write_text("a new card")
+    assert compare() == first and played == ["easy", "greedy"]
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "retrained": True}))
+    assert compare() == first and played == ["easy", "greedy", "easy"]
+
+
+def test_grpo_signal_scores_sampled_groups_with_the_reward_hook(
+    checkpoint, params: Params, monkeypatch
+) -> None:
+    """Groups that all sample greedy's first plan are worth what that plan is worth and carry
+    no contrast; groups too short to hold a plan score 0."""
+    from easy_core.training import signal
+
+    small = params.model_copy(
+        update={"grpo": params.grpo.model_copy(update={"tasks": 3, "max_completion_length": 24})}
+    )
+    out, _ = checkpoint
+    short = signal.group_signal(small, out, n_prompts=2)
+    assert short["prompts"] == 2 and short["group_size"] == small.rollouts.tree_k
+    assert short["mean_reward"] == short["sample_success"] == short["groups_with_contrast"] == 0
+    assert short["greedy_first_plan_mean_reward"] > 0
+
+    from easy_core.policies import get_policy
+    from easy_core.prompting import plan_text
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+
+    reward = signal.SimReward(small)
+    roots = [r["task_index"] for r in signal.tree_prompts(small) if r["prefix"] == "[]"]
+    groups: list[int] = []
+
+    def greedy_plans(model, tokenizer, prompts, schemas, max_new_tokens, temperature):
+        task = reward.tasks[roots[len(groups)]]
+        groups.append(len(prompts))
+        episode = reward.runner.run(task, get_policy("greedy"), reward.seed, DiscreteEventClock())
+        text = plan_text(run_synchronously(episode).milestones[0].plan)
+        return [tokenizer.encode(text) for _ in prompts]
+
+    monkeypatch.setattr(signal, "generate_ids", greedy_plans)
+    same = signal.group_signal(small, out, n_prompts=2)
+    assert same["mean_reward"] == pytest.approx(same["greedy_first_plan_mean_reward"])
+    assert same["sample_success"] == pytest.approx(same["greedy_first_plan_success"])
+    assert same["groups_with_contrast"] == 0 and groups == [small.rollouts.tree_k] * 2

@@ -4,6 +4,7 @@ training curve and metrics."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -11,6 +12,24 @@ from typing import Any
 
 from easy_core.storage import atomic_write_text, write_json
 from easy_core.training.models import drop_quantization
+
+WEIGHT_FILES = ("*.safetensors", "*.bin", "config.json", "tokenizer*", "chat_template*")
+
+
+def checkpoint_digest(model: str | Path) -> str:
+    """A hash of what makes a checkpoint folder behave as it does (weights, config, tokenizer,
+    chat template; not its card or curve), so results can be reused while it is unchanged and
+    are redone once it is retrained in place. A name that is not a folder hashes as itself."""
+    folder = Path(model)
+    if not folder.is_dir():
+        return hashlib.sha256(str(model).encode()).hexdigest()[:16]
+    digest = hashlib.sha256()
+    files = sorted({f for pattern in WEIGHT_FILES for f in folder.glob(pattern) if f.is_file()})
+    for file in files:
+        digest.update(file.name.encode())
+        with file.open("rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
+    return digest.hexdigest()[:16]
 
 
 def freeze_lower_layers(model: Any, train_layers: int) -> int:

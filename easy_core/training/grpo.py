@@ -33,7 +33,7 @@ from easy_core.policies.structured import turn_schema
 from easy_core.prompting import plan_text, render_messages
 from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.schemas import Plan
+from easy_core.schemas import Plan, Trajectory
 from easy_core.suites.sim import SimSuite
 from easy_core.training.checkpoints import (
     publish_checkpoint,
@@ -165,24 +165,32 @@ class SimReward:
         self.tasks = list(SimSuite(params.sim).tasks("train", params.grpo.tasks, self.seed))
         self.names = set(self.pool.executors)
 
-    def score(self, text: str, task_index: int, prefix: list[str]) -> float:
+    def play(self, text: str, task_index: int, prefix: list[str]) -> list[Trajectory]:
+        """The episodes a completion is scored on: none when it is not a valid plan."""
         task = self.tasks[task_index]
         try:
             plan = parse_plan(text)
             validate_plan(plan, self.names, subtask_ids=task.subtask_index)
         except PlanError:
-            return 0.0
+            return []
         # An inner node's prompt shows its branch's results, which exist in the tree's world
         # only; a root's plan can be scored in several.
         worlds = 1 if prefix else self.params.grpo.reward_worlds
-        total = 0.0
-        for world in range(worlds):
-            policy = ScriptedPolicy([*prefix, text], then=self.params.grpo.continuation)
-            trajectory = run_synchronously(
-                self.runner.run(task, policy, self.seed + world, DiscreteEventClock())
+        return [
+            run_synchronously(
+                self.runner.run(
+                    task,
+                    ScriptedPolicy([*prefix, text], then=self.params.grpo.continuation),
+                    self.seed + world,
+                    DiscreteEventClock(),
+                )
             )
-            total += trajectory.reward.total
-        return total / worlds
+            for world in range(worlds)
+        ]
+
+    def score(self, text: str, task_index: int, prefix: list[str]) -> float:
+        episodes = self.play(text, task_index, prefix)
+        return sum(t.reward.total for t in episodes) / len(episodes) if episodes else 0.0
 
     def __call__(
         self, prompts: list, completions: list, task_index: list[int], prefix: list[str], **_: Any
@@ -226,6 +234,7 @@ def train_grpo(
         per_device_train_batch_size=params.rollouts.tree_k * config.prompts_per_step,
         max_completion_length=config.max_completion_length,
         temperature=config.temperature,
+        scale_rewards=config.scale_rewards,
         use_vllm=config.use_vllm,
         generation_kwargs={"use_cache": True},
     )
