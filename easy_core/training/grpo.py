@@ -34,6 +34,7 @@ from easy_core.prompting import plan_text, render_messages
 from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.schemas import Plan, Trajectory
+from easy_core.stats import mean
 from easy_core.suites.sim import SimSuite
 from easy_core.training.checkpoints import (
     publish_checkpoint,
@@ -189,8 +190,7 @@ class SimReward:
         ]
 
     def score(self, text: str, task_index: int, prefix: list[str]) -> float:
-        episodes = self.play(text, task_index, prefix)
-        return sum(t.reward.total for t in episodes) / len(episodes) if episodes else 0.0
+        return mean([t.reward.total for t in self.play(text, task_index, prefix)])
 
     def __call__(
         self, prompts: list, completions: list, task_index: list[int], prefix: list[str], **_: Any

@@ -19,9 +19,15 @@ from easy_core.policies import get_policy
 from easy_core.policies.llm import chat_prompt_ids, generate_ids
 from easy_core.prompting import plan_text
 from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+from easy_core.schemas import Trajectory
 from easy_core.stats import mean
 from easy_core.training.grpo import SimReward, tree_prompts
 from easy_core.tree_rollouts import TaskTree
+
+
+def _worth(episodes: list[Trajectory]) -> tuple[float, float]:
+    """A completion's mean episode reward and share of right answers (0, 0: not a plan)."""
+    return mean([t.reward.total for t in episodes]), mean([float(t.correct) for t in episodes])
 
 
 def group_signal(
@@ -60,9 +66,11 @@ def group_signal(
         )
         group = []
         for ids in samples:
-            episodes = reward.play(tokenizer.decode(ids, skip_special_tokens=True), index, [])
-            group.append(mean([float(t.correct) for t in episodes]) if episodes else 0.0)
-            rewards.append(mean([t.reward.total for t in episodes]) if episodes else 0.0)
+            worth, right = _worth(
+                reward.play(tokenizer.decode(ids, skip_special_tokens=True), index, [])
+            )
+            rewards.append(worth)
+            group.append(right)
         successes.extend(group)
         contrast += len(set(group)) > 1
         greedy = run_synchronously(
@@ -70,10 +78,9 @@ def group_signal(
                 reward.tasks[index], get_policy("greedy"), reward.seed, DiscreteEventClock()
             )
         )
-        first = plan_text(greedy.milestones[0].plan)
-        episodes = reward.play(first, index, [])
-        teacher_rewards.append(mean([t.reward.total for t in episodes]))
-        teacher_successes.append(mean([float(t.correct) for t in episodes]))
+        worth, right = _worth(reward.play(plan_text(greedy.milestones[0].plan), index, []))
+        teacher_rewards.append(worth)
+        teacher_successes.append(right)
         if on_group is not None:
             on_group(1)
     return {
