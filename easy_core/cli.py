@@ -61,10 +61,29 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_overrides: list[str] = []
+
+
+@app.callback()
+def global_options(
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="SECTION.FIELD=VALUE",
+            help="override one field of the params file for this command (repeatable; the value "
+            "is read as YAML), e.g. easy --set sft.max_steps=40 train-sft",
+        ),
+    ] = None,
+) -> None:
+    """easy: an efficient orchestrator for heterogeneous LLM and tool pools."""
+    _overrides[:] = assignments or []
+
+
 def resolve_params(path: Path | None):
     if path is None:
         path = DEFAULT_PARAMS if DEFAULT_PARAMS.is_file() else None
-    return load_params(path)
+    return load_params(path, _overrides)
 
 
 def metrics_table(rows: list[EvalMetrics], title: str = "results") -> Table:

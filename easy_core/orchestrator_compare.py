@@ -89,7 +89,7 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         lines += [
             "",
             f"Mean reward, {d['of']} - {d['against']} on the same tasks: "
-            f"**{d['mean_reward']:+.3f}** (95% bootstrap interval {low:+.3f} to {high:+.3f}; "
+            f"**{d['mean_reward']:+.4f}** (95% bootstrap interval {low:+.4f} to {high:+.4f}; "
             f"better on {d['tasks_better']} tasks, worse on {d['tasks_worse']}).",
         ]
     return "\n".join(lines) + "\n"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from easy_core.config import load_yaml_model
+from easy_core.config import load_yaml_model, validate_model
 
 
 class _Section(BaseModel):
@@ -405,8 +406,8 @@ class Params(_Section):
     inference: InferenceParams = InferenceParams()
 
 
-def load_params(path: str | Path | None) -> Params:
-    """Read params.yaml; `None` gives the embedded defaults."""
+def load_params(path: str | Path | None, overrides: Sequence[str] = ()) -> Params:
+    """Read params.yaml (`None`: the embedded defaults) with `section.field=value` overrides."""
     if path is None:
-        return Params()
-    return load_yaml_model(path, Params)
+        return validate_model({}, Params, "embedded defaults", overrides)
+    return load_yaml_model(path, Params, overrides)

@@ -153,6 +153,19 @@ def test_bad_params_file_names_the_field(tmp_path):
     assert_user_error(result, "params.yaml", "runtime.max_milestones")
 
 
+def test_set_overrides_one_params_field_and_names_a_bad_one(tmp_path):
+    plan = write(tmp_path, "plan.json", json.dumps(VALID))
+    assert easy("plan", "validate", str(plan)).returncode == 0
+    limited = easy("--set", "limits.max_steps_per_plan=2", "plan", "validate", str(plan))
+    assert_user_error(limited, "3 steps; the limit is 2")
+    assert_user_error(
+        easy("--set", "limits.max_steps=2", "plan", "validate", str(plan)),
+        "--set limits.max_steps=2",
+        "limits.max_steps",
+    )
+    assert_user_error(easy("--set", "limits", "plan", "validate", str(plan)), "section.field=value")
+
+
 def test_eval_writes_results_and_is_reproducible(tmp_path):
     runs = []
     for name in ("a", "b"):
