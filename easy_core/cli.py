@@ -80,10 +80,13 @@ def global_options(
     _overrides[:] = assignments or []
 
 
-def resolve_params(path: Path | None):
+def resolve_params(path: Path | None, shorthands: dict[str, Any] | None = None):
+    """The params file with the --set overrides, then a command's own options for single
+    fields (`shorthands`: dotted field -> value, None where the option was not given)."""
     if path is None:
         path = DEFAULT_PARAMS if DEFAULT_PARAMS.is_file() else None
-    return load_params(path, _overrides)
+    given = [f"{key}={value}" for key, value in (shorthands or {}).items() if value is not None]
+    return load_params(path, [*_overrides, *given])
 
 
 def metrics_table(rows: list[EvalMetrics], title: str = "results") -> Table:
@@ -414,8 +417,7 @@ def train_sft_command(
     the checkpoint (weights, tokenizer, model card) and its training curve."""
     from easy_core.training.sft import train_sft
 
-    params = resolve_params(params_path)
-    sft = params.sft if steps is None else params.sft.model_copy(update={"max_steps": steps})
+    sft = resolve_params(params_path, {"sft.max_steps": steps}).sft
     metrics = train_sft(sft, out_dir or sft.out)
     print(json.dumps(metrics, indent=2))
 
@@ -434,9 +436,7 @@ def train_grpo_command(
     rollouts.tree_k), rewarded by the simulator; from the SFT checkpoint by default."""
     from easy_core.training.grpo import read_trees, train_grpo
 
-    params = resolve_params(params_path)
-    if steps is not None:
-        params.grpo.max_steps = steps
+    params = resolve_params(params_path, {"grpo.max_steps": steps})
     trees = read_trees(trees_file) if trees_file is not None else None
     metrics = train_grpo(params, out_dir or params.grpo.out, trees=trees)
     print(json.dumps(metrics, indent=2))
@@ -738,13 +738,14 @@ def bench_grpo_signal(
     from easy_core.training.grpo import read_trees
     from easy_core.training.signal import group_signal
 
-    params = resolve_params(params_path)
-    if k is not None:
-        params.rollouts.tree_k = k
-    if temperature is not None:
-        params.grpo.temperature = temperature
-    if continuation is not None:
-        params.grpo.continuation = continuation
+    params = resolve_params(
+        params_path,
+        {
+            "rollouts.tree_k": k,
+            "grpo.temperature": temperature,
+            "grpo.continuation": continuation,
+        },
+    )
     trees = read_trees(trees_file) if trees_file is not None else None
     with progress_bar() as progress:
         bar = progress.add_task("groups", total=n)

@@ -166,6 +166,15 @@ def test_set_overrides_one_params_field_and_names_a_bad_one(tmp_path):
     assert_user_error(easy("--set", "limits", "plan", "validate", str(plan)), "section.field=value")
 
 
+def test_a_commands_own_field_options_apply_after_set(monkeypatch):
+    from easy_core import cli
+
+    monkeypatch.setattr(cli, "_overrides", ["grpo.max_steps=9", "grpo.temperature=0.5"])
+    params = cli.resolve_params(None, {"grpo.max_steps": 4, "rollouts.tree_k": None})
+    assert (params.grpo.max_steps, params.grpo.temperature) == (4, 0.5)
+    assert params.rollouts.tree_k == cli.resolve_params(None).rollouts.tree_k
+
+
 def test_eval_writes_results_and_is_reproducible(tmp_path):
     runs = []
     for name in ("a", "b"):
