@@ -317,6 +317,18 @@ class GrpoParams(_Section):
     beta: float = Field(0.04, ge=0, description="KL weight against the reference model")
     max_completion_length: int = Field(384, ge=16)
     temperature: float = Field(1.0, gt=0)
+    executor_temperature: float | None = Field(
+        None,
+        gt=0,
+        description="structured sampling: the temperature of the executor names alone (None: "
+        "`temperature`); higher explores the executor choice a warm start has collapsed",
+    )
+    loss_tokens: Literal["all", "executors"] = Field(
+        "all",
+        description="the completion tokens the loss trains (structured sampling): all, or the "
+        "executor names only (the choice the reward turns on; with all, the free-text "
+        "instructions take most of the gradient)",
+    )
     train_layers: int = Field(6, ge=0)
     lora: bool = False
     lora_r: int = Field(16, ge=1)

@@ -222,3 +222,44 @@ def test_a_batch_decodes_each_row_under_its_own_schema(params: Params, task: Tas
         assert 0 < tokens <= 120
     covered = {c for s in parse_plan(answers[1][0]).steps for c in s.covers}
     assert covered <= {s.id for s in small.subtasks}
+
+
+def test_hot_executor_sampling_scales_and_trains_only_the_executor_names(
+    params: Params, task: Task
+) -> None:
+    """GRPO's exploration aimed at the executor choice: along the teacher's plan, the constraint
+    scales the logits at exactly the tokens that spell a step's executor name, and the loss
+    mask (`executor_token_mask`) marks exactly those tokens."""
+    import torch
+
+    from easy_core.policies.structured import SchemaConstraint, executor_token_mask
+    from easy_core.training.models import load_causal_lm
+
+    model, tokenizer = load_causal_lm("smollm2-135m")
+    plan = teacher_plan(params, task)
+    ids = tokenizer(json.dumps(plan, separators=(",", ":")))["input_ids"]
+    mask = executor_token_mask(tokenizer, ids)
+
+    runs, run = [], []
+    for token, marked in zip(ids, mask, strict=True):
+        if marked:
+            run.append(token)
+        elif run:
+            runs.append(tokenizer.decode(run))
+            run = []
+    names = [step["executor"] for step in plan["steps"]]
+    assert len(runs) == len(names)
+    for text, name in zip(runs, names, strict=True):
+        assert text.startswith(name + '"')  # the name, and the token that closes it
+
+    prompt = tokenizer("plan:")["input_ids"]
+    vocab = model.config.vocab_size
+    constraint = SchemaConstraint(dag_schema(params, task), tokenizer, vocab, len(prompt), 2.0)
+    torch.manual_seed(0)
+    for i, marked in enumerate(mask):
+        scores = torch.randn(1, vocab)
+        out = constraint(torch.tensor([prompt + ids[:i]]), scores.clone())
+        allowed = torch.isfinite(out[0])
+        assert allowed[ids[i]]  # the teacher's plan is in the schema
+        scaled = torch.allclose(out[0][allowed], 2.0 * scores[0][allowed])
+        assert scaled == bool(marked), (i, tokenizer.decode(ids[: i + 1]))

@@ -5,6 +5,7 @@ OpenAI API with a JSON-schema response format)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -207,7 +208,12 @@ def test_sim_reward_replays_in_the_trees_world_whatever_the_trainer_seed(params:
     assert reward.score(first, 0, []) == pytest.approx(greedy.reward.total)
 
 
-def test_grpo_takes_a_real_step_on_tree_prompts(checkpoint, params: Params, tmp_path) -> None:
+@pytest.mark.parametrize("loss_tokens", ["all", "executors"])
+def test_grpo_takes_a_real_step_on_tree_prompts(
+    checkpoint, params: Params, tmp_path, loss_tokens: str
+) -> None:
+    """One real TRL step, training all completion tokens or the executor names only (TRL's
+    env_mask; a group whose plans never reach an executor trains nothing, without NaN)."""
     from easy_core.training.grpo import train_grpo
 
     out, _ = checkpoint
@@ -219,6 +225,8 @@ def test_grpo_takes_a_real_step_on_tree_prompts(checkpoint, params: Params, tmp_
                     "tasks": 1,
                     "max_steps": 1,
                     "max_completion_length": 24,
+                    "loss_tokens": loss_tokens,
+                    "executor_temperature": 3.0,
                 }
             )
         }
@@ -230,6 +238,7 @@ def test_grpo_takes_a_real_step_on_tree_prompts(checkpoint, params: Params, tmp_
     assert [c["step"] for c in curve] == [1]
     # 24 tokens cannot hold a plan: every completion of the group scored 0
     assert metrics["last_reward"] == 0.0 and metrics["group_size"] == small.rollouts.tree_k
+    assert all(math.isfinite(c["loss"]) for c in curve)
 
 
 def test_the_gpu_profile_differs_from_the_cpu_default_only_in_training() -> None:
@@ -307,10 +316,21 @@ def test_the_reward_continuation_can_leave_out_retries(params: Params) -> None:
     assert differ >= 1
 
 
+def test_an_unknown_continuation_fails_before_training(params: Params) -> None:
+    from easy_core.training.grpo import SimReward
+
+    bad = params.model_copy(
+        update={"grpo": params.grpo.model_copy(update={"continuation": "greedy-twice"})}
+    )
+    with pytest.raises(ConfigError, match="unknown policy 'greedy-twice'.*greedy-once"):
+        SimReward(bad)
+
+
 def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -> None:
     from types import SimpleNamespace
 
     from easy_core.graph import parse_plan
+    from easy_core.policies.structured import executor_token_mask
     from easy_core.training.grpo import SimReward, StructuredRollout, tree_prompts
     from easy_core.training.models import load_causal_lm
     from tests.test_structured import short_plan_schema
@@ -320,7 +340,9 @@ def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -
     rows = [next(r for r in rows if r["task_index"] == i) for i in (0, 1)]
     for row in rows:
         row["schema"] = json.dumps(short_plan_schema(json.loads(row["schema"]), max_steps=2))
-    rollout = StructuredRollout(rows, max_new_tokens=120, temperature=1.0)
+    rollout = StructuredRollout(
+        rows, max_new_tokens=120, temperature=1.0, executor_temperature=3.0, executors_only=True
+    )
     model, tokenizer = load_causal_lm("smollm2-135m")  # the untrained base: prose when free
     trainer = SimpleNamespace(model=model, processing_class=tokenizer)
     prompts = [rows[0]["prompt"], rows[0]["prompt"], rows[1]["prompt"]]
@@ -328,9 +350,11 @@ def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -
     assert len(out["prompt_ids"]) == len(out["completion_ids"]) == 3 and out["logprobs"] is None
     names = {e.name for e in load_pool_config(SIM_DEFAULT).executors}
     reward = SimReward(small)
-    for ids, row in zip(out["completion_ids"], [rows[0], rows[0], rows[1]], strict=True):
+    groups = [rows[0], rows[0], rows[1]]
+    for ids, row, mask in zip(out["completion_ids"], groups, out["env_mask"], strict=True):
         assert ids[-1] == tokenizer.eos_token_id  # ended, not cut
         plan = parse_plan(tokenizer.decode(ids, skip_special_tokens=True))
+        assert mask == executor_token_mask(tokenizer, ids) and 0 < sum(mask) < len(ids)
         task = reward.tasks[row["task_index"]]
         # what the schema guarantees (a duplicated step id is left to the validator)
         assert plan.steps and len(plan.steps) <= 2 and plan.final_answer is None

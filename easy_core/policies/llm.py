@@ -77,19 +77,23 @@ def generate_ids(
     schemas: list[dict[str, Any] | None],
     max_new_tokens: int,
     temperature: float,
+    executor_temperature: float | None = None,
 ) -> list[list[int]]:
     """The completion tokens of each prompt, up to and including its end token; the prompts
-    are left-padded into one batch; rows with schemas (all or none) are constrained."""
+    are left-padded into one batch; rows with schemas (all or none) are constrained, and when
+    sampling, their executor names are sampled at `executor_temperature` (default: the
+    temperature)."""
     import torch
 
     width = max(len(ids) for ids in prompts)
     pad = tokenizer.pad_token_id
     input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompts])
     attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
+    sample = temperature > 0
+    scale = temperature / executor_temperature if sample and executor_temperature else 1.0
     constraint = []
     if all(schema is not None for schema in schemas):
-        constraint = [SchemaConstraint(schemas, tokenizer, model.config.vocab_size, width)]
-    sample = temperature > 0
+        constraint = [SchemaConstraint(schemas, tokenizer, model.config.vocab_size, width, scale)]
     with torch.no_grad():
         output = model.generate(
             input_ids=input_ids,

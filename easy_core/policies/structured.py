@@ -173,10 +173,45 @@ def turn_schema(
     return plan_schema(executors, must_plan=not milestones)
 
 
+EXECUTOR_KEY = '"executor":"'
+
+
+class ExecutorNameTracker:
+    """Follows a plan's text piece by piece: is the next token part of a step's executor name
+    (after `"executor":"`, before the closing quote; names hold no quotes)?"""
+
+    def __init__(self) -> None:
+        self.tail = ""
+
+    def push(self, piece: str) -> None:
+        self.tail = (self.tail + piece)[-96:]
+
+    @property
+    def inside(self) -> bool:
+        start = self.tail.rfind(EXECUTOR_KEY)
+        return start >= 0 and '"' not in self.tail[start + len(EXECUTOR_KEY) :]
+
+
+def executor_token_mask(tokenizer: Any, completion_ids: Sequence[int]) -> list[int]:
+    """1 for each completion token that spells a step's executor name, 0 for the others."""
+    tracker = ExecutorNameTracker()
+    mask = []
+    for token in completion_ids:
+        mask.append(int(tracker.inside))
+        tracker.push(tokenizer.decode([token]))
+    return mask
+
+
 class SchemaConstraint:
     """A transformers logits processor that lets only tokens the JSON schema allows next
     (llguidance's matcher; the mask costs well under a millisecond per token). One schema per
-    row of the batch (GRPO samples a group of rows per prompt); one instance per generate call."""
+    row of the batch (GRPO samples a group of rows per prompt); one instance per generate call.
+
+    `executor_scale` multiplies the logits of the tokens that spell a step's executor name
+    (inside `"executor":"..."`), and only those: exploration aimed at the one choice a warm
+    start collapses (docs/BENCHMARKS.md, "GRPO against SFT"). transformers applies custom
+    processors before its temperature warper, so a scale of T / T_e samples the executor at
+    temperature T_e and everything else at T."""
 
     def __init__(
         self,
@@ -184,6 +219,7 @@ class SchemaConstraint:
         tokenizer: Any,
         vocab_size: int,
         prompt_len: int,
+        executor_scale: float = 1.0,
     ):
         import llguidance
         import llguidance.numpy
@@ -205,6 +241,9 @@ class SchemaConstraint:
         self.end_token = tokenizer.eos_token_id
         self.bitmask = llguidance.numpy.allocate_token_bitmask(len(schemas), vocab_size)
         self.bits = torch.arange(32, dtype=torch.int32)
+        self.executor_scale = executor_scale
+        self.tokenizer = tokenizer
+        self.trackers = [ExecutorNameTracker() for _ in schemas]
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import llguidance.numpy
@@ -217,7 +256,10 @@ class SchemaConstraint:
         for row, matcher in enumerate(self.matchers):
             # A finished row gets padding from generate, which its matcher must not see.
             if input_ids.shape[1] > self.prompt_len and not matcher.is_stopped():
-                matcher.consume_token(int(input_ids[row, -1]))
+                token = int(input_ids[row, -1])
+                matcher.consume_token(token)
+                if self.executor_scale != 1.0:
+                    self.trackers[row].push(self.tokenizer.decode([token]))
             if matcher.is_error():  # cannot happen while this processor masks every step
                 raise RuntimeError(f"structured decoding left the schema: {matcher.get_error()}")
             llguidance.numpy.fill_next_token_bitmask(matcher, self.bitmask, row)
@@ -227,6 +269,8 @@ class SchemaConstraint:
             if matcher.is_stopped():  # the plan is complete: the row ends (or has ended)
                 allowed[row] = False
                 allowed[row, self.end_token] = True
+            elif self.executor_scale != 1.0 and self.trackers[row].inside:
+                scores[row] = scores[row] * self.executor_scale
         return scores.masked_fill(~allowed, float("-inf"))
 
 

@@ -29,7 +29,7 @@ from easy_core.params import Params
 from easy_core.policies import get_policy
 from easy_core.policies.base import EpisodeState
 from easy_core.policies.llm import chat_prompt_ids, generate_ids
-from easy_core.policies.structured import turn_schema
+from easy_core.policies.structured import executor_token_mask, turn_schema
 from easy_core.prompting import plan_text, render_messages
 from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 from easy_core.runtime.episode import EpisodeRunner
@@ -126,12 +126,25 @@ class StructuredRollout:
     """TRL rollout hook (`rollout_func`): samples one completion per prompt row (the trainer
     repeats each prompt `num_generations` times) with transformers, each row masked by its
     prompt's plan schema. The loss then sees the tokens the policy sampled; the mask only keeps
-    the group's answers valid plans."""
+    the group's answers valid plans. With `grpo.executor_temperature` the executor names are
+    sampled hotter than the rest: the loss still scores them under the policy at
+    `grpo.temperature` (a behaviour policy aimed at the executor choice, as an exploration
+    bonus would be; TRL corrects no ratio for it with one iteration per batch). With
+    `grpo.loss_tokens: executors` the loss trains those names only (TRL's `env_mask`)."""
 
-    def __init__(self, rows: list[dict[str, Any]], max_new_tokens: int, temperature: float):
+    def __init__(
+        self,
+        rows: list[dict[str, Any]],
+        max_new_tokens: int,
+        temperature: float,
+        executor_temperature: float | None = None,
+        executors_only: bool = False,
+    ):
         self.schemas = {_prompt_key(row["prompt"]): json.loads(row["schema"]) for row in rows}
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
+        self.executor_temperature = executor_temperature
+        self.executors_only = executors_only
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
         tokenizer = trainer.processing_class
@@ -143,8 +156,12 @@ class StructuredRollout:
             [self.schemas[_prompt_key(p)] for p in prompts],
             self.max_new_tokens,
             self.temperature,
+            self.executor_temperature,
         )
-        return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": None}
+        output = {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": None}
+        if self.executors_only:  # TRL's env_mask: the tokens the loss trains
+            output["env_mask"] = [executor_token_mask(tokenizer, ids) for ids in completions]
+        return output
 
 
 def _prompt_key(messages: list[dict[str, str]]) -> str:
@@ -157,6 +174,7 @@ class SimReward:
     __name__ = "sim_reward"
 
     def __init__(self, params: Params):
+        get_policy(params.grpo.continuation)  # a bad name fails here, not at the first reward
         self.params = params
         self.pool = load_pool(params.rollouts.pool, params)
         self.runner = EpisodeRunner(self.pool, params, SimSuite.check)
@@ -248,7 +266,13 @@ def train_grpo(
             processing_class=tokenizer,
             peft_config=peft_config,
             rollout_func=(
-                StructuredRollout(rows, config.max_completion_length, config.temperature)
+                StructuredRollout(
+                    rows,
+                    config.max_completion_length,
+                    config.temperature,
+                    config.executor_temperature,
+                    config.loss_tokens == "executors",
+                )
                 if config.structured and not config.use_vllm
                 else None
             ),

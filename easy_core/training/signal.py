@@ -63,6 +63,7 @@ def group_signal(
             [schema] * k,
             config.max_completion_length,
             config.temperature,
+            config.executor_temperature,
         )
         group = []
         for ids in samples:
@@ -88,6 +89,7 @@ def group_signal(
         "prompts": len(roots),
         "group_size": k,
         "temperature": config.temperature,
+        "executor_temperature": config.executor_temperature,
         "reward_worlds": config.reward_worlds,
         "continuation": config.continuation,
         "mean_reward": mean(rewards),
