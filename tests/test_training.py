@@ -453,7 +453,10 @@ def test_grpo_signal_scores_sampled_groups_with_the_reward_hook(
     roots = [r["task_index"] for r in signal.tree_prompts(small) if r["prefix"] == "[]"]
     groups: list[int] = []
 
-    def greedy_plans(model, tokenizer, prompts, schemas, max_new_tokens, temperature):
+    def greedy_plans(
+        model, tokenizer, prompts, schemas, max_new_tokens, temperature, executor_temperature
+    ):
+        assert executor_temperature == small.grpo.executor_temperature
         task = reward.tasks[roots[len(groups)]]
         groups.append(len(prompts))
         episode = reward.runner.run(task, get_policy("greedy"), reward.seed, DiscreteEventClock())
