@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from easy_core.config import load_yaml_model, validate_model
 
@@ -358,6 +358,16 @@ class GrpoParams(_Section):
     )
     threads: int = Field(2, ge=1)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _executor_options_need_in_process_sampling(self) -> GrpoParams:
+        aimed = self.executor_temperature is not None or self.loss_tokens == "executors"
+        if aimed and (self.use_vllm or not self.structured):
+            raise ValueError(
+                "executor_temperature and loss_tokens: executors act in the in-process "
+                "structured sampling only: set structured: true and use_vllm: false, or drop them"
+            )
+        return self
 
 
 class OrchestratorParams(_Section):

@@ -166,6 +166,19 @@ def test_set_overrides_one_params_field_and_names_a_bad_one(tmp_path):
     assert_user_error(easy("--set", "limits", "plan", "validate", str(plan)), "section.field=value")
 
 
+def test_executor_aimed_grpo_options_need_in_process_sampling(tmp_path):
+    """With vLLM generation (TRL's own sampling) the executor temperature and loss mask would be
+    silently unused: the params are refused, naming the fix."""
+    plan = write(tmp_path, "plan.json", json.dumps(VALID))
+    aimed = ("--set", "grpo.loss_tokens=executors")
+    assert easy(*aimed, "plan", "validate", str(plan)).returncode == 0
+    assert_user_error(
+        easy(*aimed, "--set", "grpo.use_vllm=true", "plan", "validate", str(plan)),
+        "in-process structured sampling only",
+        "use_vllm: false",
+    )
+
+
 def test_a_commands_own_field_options_apply_after_set(monkeypatch):
     from easy_core import cli
 
