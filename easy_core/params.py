@@ -356,15 +356,32 @@ class GrpoParams(_Section):
         "standard deviation, or by nothing (`none`, Dr. GRPO): when every sample of a group "
         "fails, dividing by its tiny spread turns cost noise into full-size advantages",
     )
+    guide: list[str] = Field(
+        default_factory=list,
+        description="off-policy guidance (LUFFY): at each root prompt these policies' first "
+        "plans are scored by the reward hook and the best one takes the place of the group's "
+        "last sample; the group's advantages then say how much of it to learn ([]: none)",
+    )
+    renamed_pools: int = Field(
+        0,
+        ge=0,
+        description="each root prompt is also shown with this many copies of the pool whose "
+        "executors carry other names, cards in shuffled order (the reward maps them back): "
+        "the policy must read the cards rather than learn the training pool's names",
+    )
     threads: int = Field(2, ge=1)
     seed: int = 0
 
     @model_validator(mode="after")
     def _executor_options_need_in_process_sampling(self) -> GrpoParams:
-        aimed = self.executor_temperature is not None or self.loss_tokens == "executors"
+        aimed = (
+            self.executor_temperature is not None
+            or self.loss_tokens == "executors"
+            or bool(self.guide)
+        )
         if aimed and (self.use_vllm or not self.structured):
             raise ValueError(
-                "executor_temperature and loss_tokens: executors act in the in-process "
+                "executor_temperature, loss_tokens: executors and guide act in the in-process "
                 "structured sampling only: set structured: true and use_vllm: false, or drop them"
             )
         return self

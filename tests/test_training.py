@@ -363,6 +363,123 @@ def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -
             assert set(step.covers) <= set(task.subtask_index)
 
 
+def test_renamed_pools_show_other_names_and_score_as_the_training_pool(params: Params) -> None:
+    from easy_core.policies import get_policy
+    from easy_core.prompting import plan_text
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+    from easy_core.training.grpo import SimReward, rename_executors, tree_prompts
+
+    grpo = {"tasks": 2, "renamed_pools": 1, "reward_worlds": 1}
+    small = params.model_copy(update={"grpo": params.grpo.model_copy(update=grpo)})
+    rows = [r for r in tree_prompts(small) if r["prefix"] == "[]"]
+    originals = {e.name for e in load_pool_config(SIM_DEFAULT).executors}
+    plain = [r for r in rows if r["names"] == "{}"]
+    renamed = [r for r in rows if r["names"] != "{}"]
+    assert len(plain) == len(renamed) == 2
+    reward = SimReward(small)
+    for row in renamed:
+        names = json.loads(row["names"])
+        assert set(names.values()) == originals and not set(names) & originals
+        cards = row["prompt"][0]["content"]
+        assert not any(name in cards for name in originals)
+        assert all(name in cards for name in names)
+        shown_order = [line.split(" ")[1] for line in cards.splitlines() if line.startswith("- ")]
+        assert sorted(shown_order) == sorted(names)
+        schema_text = row["schema"]
+        assert all(name in schema_text for name in names) and "sim-xl" not in schema_text
+        # the same plan under the shown names earns the training pool's reward
+        task = reward.tasks[row["task_index"]]
+        greedy = run_synchronously(
+            reward.runner.run(task, get_policy("greedy"), small.rollouts.seed, DiscreteEventClock())
+        )
+        first = plan_text(greedy.milestones[0].plan)
+        shown = rename_executors(first, {v: k for k, v in names.items()})
+        assert shown != first and rename_executors(shown, names) == first
+        scores = reward(
+            prompts=[row["prompt"]],
+            completions=[shown],
+            task_index=[row["task_index"]],
+            prefix=["[]"],
+            names=[row["names"]],
+        )
+        assert scores == [pytest.approx(reward.score(first, row["task_index"], []))]
+    # two tasks, two different renamings (seeded per task)
+    assert renamed[0]["names"] != renamed[1]["names"]
+
+
+def test_guided_groups_end_with_the_best_guide_plan(params: Params) -> None:
+    """Off-policy guidance: each root row carries the best of the guide policies' first plans
+    under the row's names (a plan its schema allows), and it takes the last place of the
+    row's group in the rollout; the reward hook logs the policy's own samples apart."""
+    from types import SimpleNamespace
+
+    from easy_core.policies import get_policy
+    from easy_core.policies.structured import schema_accepts
+    from easy_core.prompting import plan_text
+    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+    from easy_core.training.grpo import (
+        SimReward,
+        StructuredRollout,
+        add_guides,
+        rename_executors,
+        tree_prompts,
+    )
+    from easy_core.training.models import load_causal_lm
+    from tests.test_structured import short_plan_schema
+
+    grpo = {
+        "tasks": 1,
+        "renamed_pools": 1,
+        "guide": ["cheapest", "strongest"],
+        "max_completion_length": 1024,
+    }
+    small = params.model_copy(update={"grpo": params.grpo.model_copy(update=grpo)})
+    rows = [r for r in tree_prompts(small) if r["prefix"] == "[]"]
+    reward = SimReward(small)
+    model, tokenizer = load_causal_lm("smollm2-135m")
+    assert add_guides(small, rows, reward, tokenizer) == 2
+    plain, renamed = rows
+    task = reward.tasks[0]
+    firsts = [
+        plan_text(
+            run_synchronously(
+                reward.runner.run(task, get_policy(name), reward.seed, DiscreteEventClock())
+            )
+            .milestones[0]
+            .plan
+        )
+        for name in ("cheapest", "strongest")
+    ]
+    assert plain["guide"] == max(firsts, key=lambda text: reward.score(text, 0, []))
+    assert rename_executors(renamed["guide"], json.loads(renamed["names"])) == plain["guide"]
+    for row in rows:
+        ids = tokenizer.encode(row["guide"], add_special_tokens=False)
+        assert schema_accepts(tokenizer, json.loads(row["schema"]), ids)
+        assert not schema_accepts(tokenizer, json.loads(row["schema"]), ids[:-3])
+        row["schema"] = json.dumps(short_plan_schema(json.loads(row["schema"]), max_steps=1))
+    rollout = StructuredRollout(rows, max_new_tokens=80, temperature=1.0)
+    trainer = SimpleNamespace(model=model, processing_class=tokenizer)
+    prompts = [plain["prompt"]] * 2 + [renamed["prompt"]] * 2
+    out = rollout(prompts, trainer)
+    assert out["guided"] == [False, True, False, True]
+    for i, row in ((1, plain), (3, renamed)):
+        ids = out["completion_ids"][i]
+        assert ids[-1] == tokenizer.eos_token_id
+        assert tokenizer.decode(ids, skip_special_tokens=True) == row["guide"]
+    texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in out["completion_ids"]]
+    scores = reward(
+        prompts=prompts,
+        completions=texts,
+        task_index=[0] * 4,
+        prefix=["[]"] * 4,
+        names=[r["names"] for r in (plain, plain, renamed, renamed)],
+        guided=out["guided"],
+    )
+    assert scores[1] == pytest.approx(scores[3])  # one plan under two sets of names
+    assert reward.log[-1]["guide_reward"] == pytest.approx(scores[1])
+    assert reward.log[-1]["policy_reward"] == pytest.approx((scores[0] + scores[2]) / 2)
+
+
 def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params, tmp_path) -> None:
     from easy_core.orchestrator_compare import (
         compare_checkpoints,

@@ -274,6 +274,18 @@ class SchemaConstraint:
         return scores.masked_fill(~allowed, float("-inf"))
 
 
+def schema_accepts(tokenizer: Any, schema: dict[str, Any], ids: Sequence[int]) -> bool:
+    """Whether the tokens `ids` spell a complete answer that `schema` allows, as the
+    constrained decoder would have let them through."""
+    import llguidance
+
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(
+        json.dumps(schema), overrides=COMPACT_JSON
+    )
+    matcher = llguidance.LLMatcher(_lltokenizer(tokenizer, len(tokenizer)), grammar, log_level=0)
+    return not matcher.is_error() and matcher.consume_tokens(list(ids)) and matcher.is_accepting()
+
+
 _TOKENIZERS: dict[tuple[int, int], Any] = {}
 
 

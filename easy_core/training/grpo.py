@@ -10,6 +10,14 @@ valid one is played from the node's state (the branch's earlier plans replayed,
 deterministically, then this answer, then the `grpo.continuation` policy to the end) and gets
 the episode's reward, for a root averaged over `grpo.reward_worlds` outcome seeds.
 
+Two options aim the training at the executor choice a warm start collapses (docs/BENCHMARKS.md,
+"GRPO against SFT"). `grpo.guide` is off-policy guidance as LUFFY does it: the last sample of
+each root's group is the best first plan of the named policies (scored by the same hook), so a
+group always holds one plan that reaches what the policy's own samples do not, and the group's
+advantages weigh it. `grpo.renamed_pools` shows each root also under renamed executors in
+shuffled card order: a policy that learnt the training pool's names, not the cards, gains
+nothing there.
+
 Output like the SFT stage: checkpoint (`save_pretrained`, tokenizer, model card with the params
 and the data), the reward curve per step.
 """
@@ -17,6 +25,7 @@ and the data), the reward curve per step.
 from __future__ import annotations
 
 import json
+import random
 import time
 import warnings
 from pathlib import Path
@@ -29,11 +38,11 @@ from easy_core.params import Params
 from easy_core.policies import get_policy
 from easy_core.policies.base import EpisodeState
 from easy_core.policies.llm import chat_prompt_ids, generate_ids
-from easy_core.policies.structured import executor_token_mask, turn_schema
+from easy_core.policies.structured import executor_token_mask, schema_accepts, turn_schema
 from easy_core.prompting import plan_text, render_messages
 from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.schemas import Plan, Trajectory
+from easy_core.schemas import ExecutorProfile, Plan, Trajectory
 from easy_core.stats import mean
 from easy_core.suites.sim import SimSuite
 from easy_core.training.checkpoints import (
@@ -60,6 +69,45 @@ class ScriptedPolicy:
             state.scratch["scripted_turns"] = played + 1
             return self.turns[played]
         return await self.then.act(state)
+
+
+# Names for renamed pools: none is a name of the shipped pools, and the suffixes say nothing a
+# card does not (a renamed "-mini" may be the strongest executor).
+NAME_WORDS = (
+    "atlas", "birch", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "iris", "juniper",
+    "kestrel", "lotus", "meridian", "nova", "onyx", "pine", "quartz", "raven", "sierra",
+    "tundra", "umber", "vesper", "willow", "yarrow",
+)  # fmt: skip
+NAME_SUFFIXES = ("", "-mini", "-2", "-7b", "-pro", "-chat", "-api", "-lite", "-xl")
+
+
+def renamed_profiles(
+    profiles: list[ExecutorProfile], rng: random.Random
+) -> tuple[list[ExecutorProfile], dict[str, str]]:
+    """The pool's profiles under other names, in shuffled order, and the map from each shown
+    name to the executor it stands for."""
+    words = rng.sample(NAME_WORDS, len(profiles))
+    shown = {
+        f"{word}{rng.choice(NAME_SUFFIXES)}": profile
+        for word, profile in zip(words, profiles, strict=True)
+    }
+    cards = [profile.model_copy(update={"name": name}) for name, profile in shown.items()]
+    rng.shuffle(cards)
+    return cards, {name: profile.name for name, profile in shown.items()}
+
+
+def rename_executors(text: str, names: dict[str, str]) -> str:
+    """The plan in `text` with its steps' executors renamed by `names` (text that is not a
+    plan comes back as it is: it scores 0 either way)."""
+    if not names:
+        return text
+    try:
+        plan = parse_plan(text)
+    except PlanError:
+        return text
+    steps = [step.model_copy(update={"executor": names.get(step.executor, step.executor)})
+             for step in plan.steps]  # fmt: skip
+    return plan_text(plan.model_copy(update={"steps": steps}))
 
 
 def read_trees(path: str | Path) -> list[TaskTree]:
@@ -108,18 +156,68 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
             prefix = leaf.leaf.milestones[: node.depth]
             if len(prefix) < node.depth:
                 continue  # a repair turn on the way: no plan to replay
-            schema = turn_schema(
-                tasks[index], list(pool.executors), prefix, params.limits.max_steps_per_plan
-            )
-            rows.append(
-                {
-                    "prompt": render_messages(tasks[index], pool.profiles, prefix),
-                    "task_index": index,
-                    "prefix": json.dumps([plan_text(m.plan) for m in prefix]),
-                    "schema": json.dumps(schema),
-                }
-            )
+            # a prefix's plans and results name the pool's executors: roots only are renamed
+            views = [(pool.profiles, {})] + [
+                renamed_profiles(pool.profiles, random.Random(f"{tree.task_id}/{variant}"))
+                for variant in range(config.renamed_pools if not prefix else 0)
+            ]
+            for profiles, names in views:
+                schema = turn_schema(
+                    tasks[index],
+                    [p.name for p in profiles],
+                    prefix,
+                    params.limits.max_steps_per_plan,
+                )
+                rows.append(
+                    {
+                        "prompt": render_messages(tasks[index], profiles, prefix),
+                        "task_index": index,
+                        "prefix": json.dumps([plan_text(m.plan) for m in prefix]),
+                        "schema": json.dumps(schema),
+                        "names": json.dumps(names),
+                    }
+                )
     return rows
+
+
+def add_guides(
+    params: Params, rows: list[dict[str, Any]], reward: SimReward, tokenizer: Any
+) -> int:
+    """Writes each root row's guide (`grpo.guide`): of the guide policies' first plans from
+    the root, the one the reward hook scores highest, under the row's executor names. Returns
+    how many rows got one (a guide longer than grpo.max_completion_length is left out: TRL
+    would cut it)."""
+    policies = [get_policy(name) for name in params.grpo.guide]
+    best: dict[int, str] = {}
+    for row in rows:
+        row["guide"] = ""
+        if not policies or json.loads(row["prefix"]):
+            continue
+        index = row["task_index"]
+        if index not in best:
+            firsts = []
+            for policy in policies:
+                episode = run_synchronously(
+                    reward.runner.run(
+                        reward.tasks[index], policy, reward.seed, DiscreteEventClock()
+                    )
+                )
+                if episode.milestones:
+                    firsts.append(plan_text(episode.milestones[0].plan))
+            best[index] = max(firsts, key=lambda text: reward.score(text, index, []), default="")
+        forward = {original: shown for shown, original in json.loads(row["names"]).items()}
+        text = rename_executors(best[index], forward)
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        if not text or len(ids) + 1 > params.grpo.max_completion_length:
+            continue
+        if not schema_accepts(tokenizer, json.loads(row["schema"]), ids):
+            raise ConfigError(
+                f"the guide plan for task {index} does not fit its prompt's plan schema: "
+                f"{text[:200]}; guide with policies that plan every subtask as the task "
+                "grammar does (strongest, greedy)"
+            )
+        row["guide"] = text
+    return sum(bool(row["guide"]) for row in rows)
 
 
 class StructuredRollout:
@@ -141,6 +239,7 @@ class StructuredRollout:
         executors_only: bool = False,
     ):
         self.schemas = {_prompt_key(row["prompt"]): json.loads(row["schema"]) for row in rows}
+        self.guides = {_prompt_key(row["prompt"]): row.get("guide", "") for row in rows}
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.executor_temperature = executor_temperature
@@ -148,17 +247,37 @@ class StructuredRollout:
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
         tokenizer = trainer.processing_class
+        keys = [_prompt_key(p) for p in prompts]
         prompt_ids = [chat_prompt_ids(tokenizer, p) for p in prompts]
-        completions = generate_ids(
-            trainer.model,
-            tokenizer,
-            prompt_ids,
-            [self.schemas[_prompt_key(p)] for p in prompts],
-            self.max_new_tokens,
-            self.temperature,
-            self.executor_temperature,
+        # TRL lists each prompt num_generations times in a row: the last of each run is the
+        # guide's place when the prompt has one
+        guided = [
+            bool(self.guides[key]) and (i + 1 == len(keys) or keys[i + 1] != key)
+            for i, key in enumerate(keys)
+        ]
+        sampled = iter(
+            generate_ids(
+                trainer.model,
+                tokenizer,
+                [ids for ids, guide in zip(prompt_ids, guided, strict=True) if not guide],
+                [self.schemas[key] for key, guide in zip(keys, guided, strict=True) if not guide],
+                self.max_new_tokens,
+                self.temperature,
+                self.executor_temperature,
+            )
         )
-        output = {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": None}
+        completions = [
+            tokenizer.encode(self.guides[key], add_special_tokens=False) + [tokenizer.eos_token_id]
+            if guide
+            else next(sampled)
+            for key, guide in zip(keys, guided, strict=True)
+        ]
+        output = {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completions,
+            "logprobs": None,
+            "guided": guided,
+        }
         if self.executors_only:  # TRL's env_mask: the tokens the loss trains
             output["env_mask"] = [executor_token_mask(tokenizer, ids) for ids in completions]
         return output
@@ -183,6 +302,7 @@ class SimReward:
         self.seed = params.rollouts.seed
         self.tasks = list(SimSuite(params.sim).tasks("train", params.grpo.tasks, self.seed))
         self.names = set(self.pool.executors)
+        self.log: list[dict[str, float | None]] = []  # per call: mean reward of own, guide samples
 
     def play(self, text: str, task_index: int, prefix: list[str]) -> list[Trajectory]:
         """The episodes a completion is scored on: none when it is not a valid plan."""
@@ -211,12 +331,28 @@ class SimReward:
         return mean([t.reward.total for t in self.play(text, task_index, prefix)])
 
     def __call__(
-        self, prompts: list, completions: list, task_index: list[int], prefix: list[str], **_: Any
+        self,
+        prompts: list,
+        completions: list,
+        task_index: list[int],
+        prefix: list[str],
+        names: list[str] | None = None,
+        guided: list[bool] | None = None,
+        **_: Any,
     ) -> list[float]:
         rewards = []
-        for completion, index, steps in zip(completions, task_index, prefix, strict=True):
+        names = names or ["{}"] * len(completions)
+        for completion, index, steps, shown in zip(
+            completions, task_index, prefix, names, strict=True
+        ):
             text = completion[0]["content"] if isinstance(completion, list) else completion
+            text = rename_executors(text, json.loads(shown))
             rewards.append(self.score(text, index, json.loads(steps)))
+        guided = guided or [False] * len(rewards)
+        own = [r for r, g in zip(rewards, guided, strict=True) if not g]
+        guides = [r for r, g in zip(rewards, guided, strict=True) if g]
+        self.log.append({"policy_reward": mean(own) if own else None,
+                         "guide_reward": mean(guides) if guides else None})  # fmt: skip
         return rewards
 
 
@@ -242,6 +378,8 @@ def train_grpo(
         config.lora_r,
         2 * config.lora_r,
     )
+    reward = SimReward(params)
+    guided_rows = add_guides(params, rows, reward, tokenizer)
     staging = staging_dir(out)
     args = GRPOConfig(
         **trainer_args(staging, config.seed),
@@ -260,7 +398,7 @@ def train_grpo(
         warnings.filterwarnings("ignore", message="You are using 'rollout_func'")
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=[SimReward(params)],
+            reward_funcs=[reward],
             args=args,
             train_dataset=Dataset.from_list(rows),
             processing_class=tokenizer,
@@ -285,11 +423,15 @@ def train_grpo(
         for e in trainer.state.log_history
         if "reward" in e
     ]
+    if params.grpo.guide:  # the group mean includes the guide: the policy's own samples apart
+        for point, call in zip(curve, reward.log, strict=False):
+            point.update(call)
     metrics = {
         "base_model": config.base_model,
         "prompts": len(rows),
         "steps": config.max_steps,
         "group_size": params.rollouts.tree_k,
+        "guided_prompts": guided_rows,
         "trainable_parameters": trainable,
         "train_seconds": seconds,
         "first_reward": curve[0]["reward"] if curve else None,
@@ -308,7 +450,9 @@ def train_grpo(
     )
     publish_checkpoint(trainer, tokenizer, config.lora, staging, out, card)
     report = Path(report_dir) if report_dir is not None else out
-    write_report(
-        report, metrics, curve, "reward", "mean reward of the group", "GRPO on tree rollouts"
-    )
+    if params.grpo.guide:
+        plotted, label = "policy_reward", "mean reward of the policy's samples"
+    else:
+        plotted, label = "reward", "mean reward of the group"
+    write_report(report, metrics, curve, plotted, label, "GRPO on tree rollouts")
     return metrics
