@@ -167,8 +167,8 @@ def test_set_overrides_one_params_field_and_names_a_bad_one(tmp_path):
 
 
 def test_executor_aimed_grpo_options_need_in_process_sampling(tmp_path):
-    """With vLLM generation (TRL's own sampling) the executor temperature and loss mask would be
-    silently unused: the params are refused, naming the fix."""
+    """With vLLM generation or unstructured sampling (TRL's own) the executor temperature, loss
+    mask and guide would be silently unused: the params are refused, naming the fix."""
     plan = write(tmp_path, "plan.json", json.dumps(VALID))
     aimed = ("--set", "grpo.loss_tokens=executors")
     assert easy(*aimed, "plan", "validate", str(plan)).returncode == 0
@@ -176,6 +176,10 @@ def test_executor_aimed_grpo_options_need_in_process_sampling(tmp_path):
         easy(*aimed, "--set", "grpo.use_vllm=true", "plan", "validate", str(plan)),
         "in-process structured sampling only",
         "use_vllm: false",
+    )
+    guided = ("--set", "grpo.guide=[strongest, greedy]", "--set", "grpo.structured=false")
+    assert_user_error(
+        easy(*guided, "plan", "validate", str(plan)), "guide act in the in-process", "structured"
     )
 
 

@@ -364,9 +364,6 @@ def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -
 
 
 def test_renamed_pools_show_other_names_and_score_as_the_training_pool(params: Params) -> None:
-    from easy_core.policies import get_policy
-    from easy_core.prompting import plan_text
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
     from easy_core.training.grpo import SimReward, rename_executors, tree_prompts
 
     grpo = {"tasks": 2, "renamed_pools": 1, "reward_worlds": 1}
@@ -388,11 +385,7 @@ def test_renamed_pools_show_other_names_and_score_as_the_training_pool(params: P
         schema_text = row["schema"]
         assert all(name in schema_text for name in names) and "sim-xl" not in schema_text
         # the same plan under the shown names earns the training pool's reward
-        task = reward.tasks[row["task_index"]]
-        greedy = run_synchronously(
-            reward.runner.run(task, get_policy("greedy"), small.rollouts.seed, DiscreteEventClock())
-        )
-        first = plan_text(greedy.milestones[0].plan)
+        first = reward.first_plan("greedy", row["task_index"])
         shown = rename_executors(first, {v: k for k, v in names.items()})
         assert shown != first and rename_executors(shown, names) == first
         scores = reward(
@@ -413,10 +406,7 @@ def test_guided_groups_end_with_the_best_guide_plan(params: Params) -> None:
     row's group in the rollout; the reward hook logs the policy's own samples apart."""
     from types import SimpleNamespace
 
-    from easy_core.policies import get_policy
     from easy_core.policies.structured import schema_accepts
-    from easy_core.prompting import plan_text
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
     from easy_core.training.grpo import (
         SimReward,
         StructuredRollout,
@@ -439,17 +429,7 @@ def test_guided_groups_end_with_the_best_guide_plan(params: Params) -> None:
     model, tokenizer = load_causal_lm("smollm2-135m")
     assert add_guides(small, rows, reward, tokenizer) == 2
     plain, renamed = rows
-    task = reward.tasks[0]
-    firsts = [
-        plan_text(
-            run_synchronously(
-                reward.runner.run(task, get_policy(name), reward.seed, DiscreteEventClock())
-            )
-            .milestones[0]
-            .plan
-        )
-        for name in ("cheapest", "strongest")
-    ]
+    firsts = [reward.first_plan(name, 0) for name in ("cheapest", "strongest")]
     assert plain["guide"] == max(firsts, key=lambda text: reward.score(text, 0, []))
     assert rename_executors(renamed["guide"], json.loads(renamed["names"])) == plain["guide"]
     for row in rows:

@@ -187,7 +187,7 @@ def add_guides(
     the root, the one the reward hook scores highest, under the row's executor names. Returns
     how many rows got one (a guide longer than grpo.max_completion_length is left out: TRL
     would cut it)."""
-    policies = [get_policy(name) for name in params.grpo.guide]
+    policies = params.grpo.guide
     best: dict[int, str] = {}
     for row in rows:
         row["guide"] = ""
@@ -195,15 +195,7 @@ def add_guides(
             continue
         index = row["task_index"]
         if index not in best:
-            firsts = []
-            for policy in policies:
-                episode = run_synchronously(
-                    reward.runner.run(
-                        reward.tasks[index], policy, reward.seed, DiscreteEventClock()
-                    )
-                )
-                if episode.milestones:
-                    firsts.append(plan_text(episode.milestones[0].plan))
+            firsts = [reward.first_plan(policy, index) for policy in policies]
             best[index] = max(firsts, key=lambda text: reward.score(text, index, []), default="")
         forward = {original: shown for shown, original in json.loads(row["names"]).items()}
         text = rename_executors(best[index], forward)
@@ -326,6 +318,15 @@ class SimReward:
             )
             for world in range(worlds)
         ]
+
+    def first_plan(self, policy: str, task_index: int) -> str:
+        """The first plan `policy` makes for a root's task ("" when it answers at once)."""
+        episode = run_synchronously(
+            self.runner.run(
+                self.tasks[task_index], get_policy(policy), self.seed, DiscreteEventClock()
+            )
+        )
+        return plan_text(episode.milestones[0].plan) if episode.milestones else ""
 
     def score(self, text: str, task_index: int, prefix: list[str]) -> float:
         return mean([t.reward.total for t in self.play(text, task_index, prefix)])
