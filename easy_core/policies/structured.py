@@ -230,10 +230,7 @@ class SchemaConstraint:
         lltokenizer = _lltokenizer(tokenizer, vocab_size)
         self.matchers = []
         for schema in schemas:
-            grammar = llguidance.LLMatcher.grammar_from_json_schema(
-                json.dumps(schema), overrides=COMPACT_JSON
-            )
-            matcher = llguidance.LLMatcher(lltokenizer, grammar, log_level=0)
+            matcher = _schema_matcher(lltokenizer, schema)
             if matcher.is_error():
                 raise ValueError(f"plan schema does not compile: {matcher.get_error()}")
             self.matchers.append(matcher)
@@ -277,13 +274,18 @@ class SchemaConstraint:
 def schema_accepts(tokenizer: Any, schema: dict[str, Any], ids: Sequence[int]) -> bool:
     """Whether the tokens `ids` spell a complete answer that `schema` allows, as the
     constrained decoder would have let them through."""
+    matcher = _schema_matcher(_lltokenizer(tokenizer, len(tokenizer)), schema)
+    return not matcher.is_error() and matcher.consume_tokens(list(ids)) and matcher.is_accepting()
+
+
+def _schema_matcher(lltokenizer: Any, schema: dict[str, Any]) -> Any:
+    """llguidance's matcher for `schema` in the compact JSON form (check `is_error()`)."""
     import llguidance
 
     grammar = llguidance.LLMatcher.grammar_from_json_schema(
         json.dumps(schema), overrides=COMPACT_JSON
     )
-    matcher = llguidance.LLMatcher(_lltokenizer(tokenizer, len(tokenizer)), grammar, log_level=0)
-    return not matcher.is_error() and matcher.consume_tokens(list(ids)) and matcher.is_accepting()
+    return llguidance.LLMatcher(lltokenizer, grammar, log_level=0)
 
 
 _TOKENIZERS: dict[tuple[int, int], Any] = {}
