@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from easy_core.training.grpo import read_trees, train_grpo
 from easy_core.training.sft import train_sft
@@ -20,7 +20,9 @@ def _publish(name: str, metrics: dict, report: Path) -> None:
     publish_image(f"{name}-training-curve", report / "curve.png")
 
 
-@flow(name="train", log_prints=True)
+# Not log_prints: dill (datasets' fingerprinting) reads disassembly from a captured stdout,
+# which Prefect's print patch would turn into ~180 log lines and an empty capture.
+@flow(name="train")
 def train_flow(
     params_path: str | None = None,
     report_dir: str = "results/training",
@@ -32,7 +34,7 @@ def train_flow(
     params.grpo.base_model = params.sft.out
     grpo = train_grpo(params, params.grpo.out, Path(report_dir) / "grpo", read_trees(trees_path))
     _publish("grpo", grpo, Path(report_dir) / "grpo")
-    print({"sft": sft, "grpo": grpo})
+    get_run_logger().info("sft %s; grpo %s", sft, grpo)
     return {"sft": sft, "grpo": grpo, "last_loss": sft["last_loss"]}
 
 

@@ -427,7 +427,12 @@ def test_guided_groups_end_with_the_best_guide_plan(params: Params) -> None:
     rows = [r for r in tree_prompts(small) if r["prefix"] == "[]"]
     reward = SimReward(small)
     model, tokenizer = load_causal_lm("smollm2-135m")
-    assert add_guides(small, rows, reward, tokenizer) == 2
+    cramped = small.model_copy(
+        update={"grpo": small.grpo.model_copy(update={"max_completion_length": 40})}
+    )
+    assert add_guides(cramped, rows, reward, tokenizer) == []  # guides would be cut: no signal
+    assert add_guides(small, rows, reward, tokenizer) == rows
+    assert all(row["guide"] for row in rows)
     plain, renamed = rows
     firsts = [reward.first_plan(name, 0) for name in ("cheapest", "strongest")]
     assert plain["guide"] == max(firsts, key=lambda text: reward.score(text, 0, []))

@@ -182,16 +182,19 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
 
 def add_guides(
     params: Params, rows: list[dict[str, Any]], reward: SimReward, tokenizer: Any
-) -> int:
+) -> list[dict[str, Any]]:
     """Writes each root row's guide (`grpo.guide`): of the guide policies' first plans from
     the root, the one the reward hook scores highest, under the row's executor names. Returns
-    how many rows got one (a guide longer than grpo.max_completion_length is left out: TRL
-    would cut it)."""
+    the rows to train on: a root whose guide is longer than grpo.max_completion_length is left
+    out, since TRL would cut the guide and the policy's own plans of that length as well (a
+    group that scores 0 throughout teaches nothing and costs a step)."""
     policies = params.grpo.guide
     best: dict[int, str] = {}
+    kept = []
     for row in rows:
         row["guide"] = ""
         if not policies or json.loads(row["prefix"]):
+            kept.append(row)
             continue
         index = row["task_index"]
         if index not in best:
@@ -200,7 +203,10 @@ def add_guides(
         forward = {original: shown for shown, original in json.loads(row["names"]).items()}
         text = rename_executors(best[index], forward)
         ids = tokenizer.encode(text, add_special_tokens=False)
-        if not text or len(ids) + 1 > params.grpo.max_completion_length:
+        if len(ids) + 1 > params.grpo.max_completion_length:
+            continue
+        kept.append(row)
+        if not text:
             continue
         if not schema_accepts(tokenizer, json.loads(row["schema"]), ids):
             raise ConfigError(
@@ -209,7 +215,7 @@ def add_guides(
                 "grammar does (strongest, greedy)"
             )
         row["guide"] = text
-    return sum(bool(row["guide"]) for row in rows)
+    return kept
 
 
 class StructuredRollout:
@@ -380,7 +386,13 @@ def train_grpo(
         2 * config.lora_r,
     )
     reward = SimReward(params)
-    guided_rows = add_guides(params, rows, reward, tokenizer)
+    all_rows = len(rows)
+    rows = add_guides(params, rows, reward, tokenizer)
+    if not rows:
+        raise ConfigError(
+            "every guide plan is longer than grpo.max_completion_length "
+            f"({config.max_completion_length} tokens); raise it"
+        )
     staging = staging_dir(out)
     args = GRPOConfig(
         **trainer_args(staging, config.seed),
@@ -432,7 +444,8 @@ def train_grpo(
         "prompts": len(rows),
         "steps": config.max_steps,
         "group_size": params.rollouts.tree_k,
-        "guided_prompts": guided_rows,
+        "guided_prompts": sum(bool(row["guide"]) for row in rows),
+        "too_long_prompts": all_rows - len(rows),
         "trainable_parameters": trainable,
         "train_seconds": seconds,
         "first_reward": curve[0]["reward"] if curve else None,
