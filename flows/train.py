@@ -20,9 +20,10 @@ def _publish(name: str, metrics: dict, report: Path) -> None:
     publish_image(f"{name}-training-curve", report / "curve.png")
 
 
-# Not log_prints: dill (datasets' fingerprinting) reads disassembly from a captured stdout,
-# which Prefect's print patch would turn into ~180 log lines and an empty capture.
-@flow(name="train")
+# log_prints off, explicitly (None would inherit the pipeline flow's True): dill (datasets'
+# fingerprinting) reads disassembly from a captured stdout, which Prefect's print patch would
+# turn into ~180 log lines and an empty capture.
+@flow(name="train", log_prints=False)
 def train_flow(
     params_path: str | None = None,
     report_dir: str = "results/training",

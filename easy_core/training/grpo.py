@@ -205,16 +205,14 @@ def add_guides(
         ids = tokenizer.encode(text, add_special_tokens=False)
         if len(ids) + 1 > params.grpo.max_completion_length:
             continue
-        kept.append(row)
-        if not text:
-            continue
-        if not schema_accepts(tokenizer, json.loads(row["schema"]), ids):
+        if text and not schema_accepts(tokenizer, json.loads(row["schema"]), ids):
             raise ConfigError(
                 f"the guide plan for task {index} does not fit its prompt's plan schema: "
                 f"{text[:200]}; guide with policies that plan every subtask as the task "
                 "grammar does (strongest, greedy)"
             )
         row["guide"] = text
+        kept.append(row)
     return kept
 
 
