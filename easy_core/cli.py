@@ -406,6 +406,24 @@ def train_policy_command(
     print(json.dumps(report, indent=2))
 
 
+@app.command("sft-data")
+@user_errors
+def sft_data_command(
+    out_dir: Annotated[Path, typer.Option("--out", help="folder for train.jsonl")] = Path(
+        "data/sft"
+    ),
+    params_path: ParamsOption = None,
+) -> None:
+    """The teacher's successful turns as SFT examples (params.sft_data), as the pipeline's
+    sft_data stage writes them: out/train.jsonl and out/summary.json."""
+    from easy_core.sft_data import write_teacher_dataset
+
+    params = resolve_params(params_path)
+    with out.status("running the teacher"):
+        summary = write_teacher_dataset(params, out_dir)
+    print(json.dumps(summary, indent=2))
+
+
 @app.command("train-sft")
 @user_errors
 def train_sft_command(

@@ -50,15 +50,18 @@ class EvalSpec:
     mode: TimeMode = "virtual"
 
 
-def load_pool(path: str | Path, params: Params) -> ExecutorPool:
+def load_pool_context(params: Params) -> BackendContext:
+    """What a pool's backends are built with: the simulated world and the in-process settings."""
     hf = HFSettings(
         params.executors.hf_threads,
         params.executors.hf_batch_size,
         params.executors.hf_batch_window_s,
     )
-    return ExecutorPool.from_yaml(
-        path, BackendContext(world=SimWorld(params.sim, params.capability), hf=hf)
-    )
+    return BackendContext(world=SimWorld(params.sim, params.capability), hf=hf)
+
+
+def load_pool(path: str | Path, params: Params) -> ExecutorPool:
+    return ExecutorPool.from_yaml(path, load_pool_context(params))
 
 
 def run_episodes(

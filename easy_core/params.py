@@ -178,6 +178,10 @@ class SftDataParams(_Section):
     teacher: str = "greedy"
     pool: str = SIM_POOLS[0]
     n_tasks: int = Field(400, ge=1)
+    random_pools: int = Field(
+        0, ge=0, description="pools drawn at random (easy_core.random_pools) to teach card reading"
+    )
+    random_pool_tasks: int = Field(10, ge=1, description="training tasks per drawn pool")
     seed: int = 0
     real: list[RealSuiteData] = Field(default_factory=lambda: [RealSuiteData()])
 
@@ -368,6 +372,13 @@ class GrpoParams(_Section):
         description="each root prompt is also shown with this many copies of the pool whose "
         "executors carry other names, cards in shuffled order (the reward maps them back): "
         "the policy must read the cards rather than learn the training pool's names",
+    )
+    random_pools: int = Field(
+        0,
+        ge=0,
+        description="each root prompt is also shown with this many pools drawn at random "
+        "(easy_core.random_pools: other names, capabilities, prices), scored in the simulator "
+        "with the drawn pool",
     )
     threads: int = Field(2, ge=1)
     seed: int = 0

@@ -3,14 +3,19 @@ examples (TRL's conversational format: {"messages": [...]})."""
 
 from __future__ import annotations
 
+import json
+import random
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
-from easy_core.evaluation import load_pool, run_episodes
+from easy_core.evaluation import load_pool, load_pool_context, run_episodes
 from easy_core.executors.pool import ExecutorPool, load_pool_config
 from easy_core.params import Params
 from easy_core.prompting import plan_text, render_messages
+from easy_core.random_pools import random_pool
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.schemas import ExecutorProfile, Plan, Task, Trajectory
+from easy_core.storage import atomic_write_text, write_json
 from easy_core.suites import get_suite
 
 
@@ -50,34 +55,53 @@ def _without_covers(plan: Plan) -> Plan:
 
 
 def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
-    """The teacher's successful turns on the sim suite's training split and on each real
-    suite of `sft_data.real`, and a summary per suite."""
+    """The teacher's successful turns on the sim suite's training split, on pools drawn at
+    random (`sft_data.random_pools`, each with its own training tasks) and on each real suite
+    of `sft_data.real`, and a summary per source."""
     from easy_core.calibration import sim_replay
 
     config = params.sft_data
-    sources: list[tuple[str, int, ExecutorPool]] = [
-        ("sim", config.n_tasks, load_pool(config.pool, params))
+    # (summary key: the drawn pools share one, suite, tasks, task seed, pool)
+    sources: list[tuple[str, str, int, int, ExecutorPool]] = [
+        ("sim", "sim", config.n_tasks, config.seed, load_pool(config.pool, params))
     ]
+    for index in range(config.random_pools):
+        drawn = random_pool(random.Random(f"sft/{config.seed}/{index}"), f"sim-random-{index}")
+        pool = ExecutorPool.from_config(drawn, load_pool_context(params))
+        # seeds apart from the sim source's: other tasks than the ones on the training pool
+        seed = config.seed + 1 + index
+        sources.append(("sim-random", "sim", config.random_pool_tasks, seed, pool))
     for real in config.real:
         if real.executors == "replay":
             pool = ExecutorPool.from_config(sim_replay(load_pool_config(real.pool)))
         else:
             pool = load_pool(real.pool, params)
-        sources.append((real.suite, real.n_tasks, pool))
+        sources.append((real.suite, real.suite, real.n_tasks, config.seed, pool))
     examples: list[dict] = []
     summary: dict = {"teacher": config.teacher, "suites": {}}
-    for name, n_tasks, pool in sources:
+    for key, name, n_tasks, seed, pool in sources:
         suite = get_suite(name, params)
-        tasks = list(suite.tasks("train", n_tasks, config.seed))
+        tasks = list(suite.tasks("train", n_tasks, seed))
         runner = EpisodeRunner(pool, params, suite.check)
-        trajectories = run_episodes(tasks, runner, config.teacher, config.seed)
+        trajectories = run_episodes(tasks, runner, config.teacher, seed)
         rows = list(teacher_examples(zip(tasks, trajectories, strict=True), pool.profiles))
         examples += rows
-        summary["suites"][name] = {
-            "pool": pool.name,
-            "tasks": len(tasks),
-            "successful_trajectories": sum(t.correct for t in trajectories),
-            "examples": len(rows),
-        }
+        entry = summary["suites"].setdefault(
+            key, {"pools": [], "tasks": 0, "successful_trajectories": 0, "examples": 0}
+        )
+        entry["pools"].append(pool.name)
+        entry["tasks"] += len(tasks)
+        entry["successful_trajectories"] += sum(t.correct for t in trajectories)
+        entry["examples"] += len(rows)
     summary["examples"] = len(examples)
     return examples, summary
+
+
+def write_teacher_dataset(params: Params, out_dir: str | Path) -> dict:
+    """teacher_dataset written atomically: `train.jsonl` and `summary.json` in `out_dir`."""
+    examples, summary = teacher_dataset(params)
+    atomic_write_text(
+        Path(out_dir) / "train.jsonl", "".join(json.dumps(e) + "\n" for e in examples)
+    )
+    write_json(Path(out_dir) / "summary.json", summary)
+    return summary

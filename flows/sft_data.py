@@ -4,13 +4,9 @@ start (data/sft/train.jsonl, summary.json)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from prefect import flow
 
-from easy_core.sft_data import teacher_dataset
-from easy_core.storage import atomic_write_text, write_json
+from easy_core.sft_data import write_teacher_dataset
 from flows.settings import load_pool_secrets, params_from
 
 
@@ -18,11 +14,7 @@ from flows.settings import load_pool_secrets, params_from
 def sft_data_flow(params_path: str | None = None, out_dir: str = "data/sft") -> dict:
     params = params_from(params_path)
     load_pool_secrets(params)
-    examples, summary = teacher_dataset(params)
-    atomic_write_text(
-        Path(out_dir) / "train.jsonl", "".join(json.dumps(e) + "\n" for e in examples)
-    )
-    write_json(Path(out_dir) / "summary.json", summary)
+    summary = write_teacher_dataset(params, out_dir)
     print(summary)
     return summary
 

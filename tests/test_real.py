@@ -400,7 +400,7 @@ def test_sft_data_includes_a_real_suite_without_latent_subtask_ids() -> None:
     params.sft_data.n_tasks = 20
     params.sft_data.real = [RealSuiteData(suite="research", n_tasks=20)]
     examples, summary = teacher_dataset(params)
-    assert summary["suites"]["research"]["pool"] == "gpu-vllm-sim"
+    assert summary["suites"]["research"]["pools"] == ["gpu-vllm-sim"]
     research = [e for e in examples if e["task_id"].startswith("research-train")]
     assert research and len(research) < len(examples)
     first_turn = json.loads(research[0]["messages"][-1]["content"])

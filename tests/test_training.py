@@ -400,6 +400,40 @@ def test_renamed_pools_show_other_names_and_score_as_the_training_pool(params: P
     assert renamed[0]["names"] != renamed[1]["names"]
 
 
+def test_drawn_pools_show_their_cards_and_score_in_their_own_world(params: Params) -> None:
+    from easy_core.schemas import PoolConfig
+    from easy_core.training.grpo import SimReward, add_guides, tree_prompts
+    from easy_core.training.models import load_causal_lm
+
+    grpo = {"tasks": 2, "random_pools": 2, "reward_worlds": 1, "guide": ["greedy"],
+            "max_completion_length": 1024}  # fmt: skip
+    small = params.model_copy(update={"grpo": params.grpo.model_copy(update=grpo)})
+    rows = [r for r in tree_prompts(small) if r["prefix"] == "[]"]
+    drawn = [r for r in rows if r["pool"]]
+    assert len(drawn) == 4 and len(rows) == 6
+    assert len({r["pool"] for r in drawn}) == 4  # seeded per task and variant
+    reward = SimReward(small)
+    _, tokenizer = load_causal_lm("smollm2-135m")
+    assert add_guides(small, rows, reward, tokenizer) == rows
+    for row in drawn:
+        names = {e.name for e in PoolConfig.model_validate_json(row["pool"]).executors}
+        cards = row["prompt"][0]["content"]
+        shown = {line.split(" ")[1] for line in cards.splitlines() if line.startswith("- ")}
+        assert shown == names and "sim-xl" not in row["schema"]
+        # greedy read the drawn cards: its plan names the drawn executors and scores there
+        steps = json.loads(row["guide"])["steps"]
+        assert steps and {s["executor"] for s in steps} <= names
+        score = reward(
+            prompts=[row["prompt"]],
+            completions=[row["guide"]],
+            task_index=[row["task_index"]],
+            prefix=["[]"],
+            pool=[row["pool"]],
+        )
+        assert score[0] > 0
+        assert reward.score(row["guide"], row["task_index"], []) == 0  # not the training pool's
+
+
 def test_guided_groups_end_with_the_best_guide_plan(params: Params) -> None:
     """Off-policy guidance: each root row carries the best of the guide policies' first plans
     under the row's names (a plan its schema allows), and it takes the last place of the

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from easy_core.errors import ConfigError, PlanError
-from easy_core.evaluation import load_pool
+from easy_core.evaluation import load_pool, load_pool_context
+from easy_core.executors.pool import ExecutorPool
 from easy_core.graph import parse_plan, validate_plan
 from easy_core.params import Params
 from easy_core.policies import get_policy
@@ -40,9 +41,10 @@ from easy_core.policies.base import EpisodeState
 from easy_core.policies.llm import chat_prompt_ids, generate_ids
 from easy_core.policies.structured import executor_token_mask, schema_accepts, turn_schema
 from easy_core.prompting import plan_text, render_messages
+from easy_core.random_pools import random_names, random_pool
 from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.schemas import ExecutorProfile, Plan, Trajectory
+from easy_core.schemas import ExecutorProfile, Plan, PoolConfig, Trajectory
 from easy_core.stats import mean
 from easy_core.suites.sim import SimSuite
 from easy_core.training.checkpoints import (
@@ -71,26 +73,12 @@ class ScriptedPolicy:
         return await self.then.act(state)
 
 
-# Names for renamed pools: none is a name of the shipped pools, and the suffixes say nothing a
-# card does not (a renamed "-mini" may be the strongest executor).
-NAME_WORDS = (
-    "atlas", "birch", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "iris", "juniper",
-    "kestrel", "lotus", "meridian", "nova", "onyx", "pine", "quartz", "raven", "sierra",
-    "tundra", "umber", "vesper", "willow", "yarrow",
-)  # fmt: skip
-NAME_SUFFIXES = ("", "-mini", "-2", "-7b", "-pro", "-chat", "-api", "-lite", "-xl")
-
-
 def renamed_profiles(
     profiles: list[ExecutorProfile], rng: random.Random
 ) -> tuple[list[ExecutorProfile], dict[str, str]]:
     """The pool's profiles under other names, in shuffled order, and the map from each shown
     name to the executor it stands for."""
-    words = rng.sample(NAME_WORDS, len(profiles))
-    shown = {
-        f"{word}{rng.choice(NAME_SUFFIXES)}": profile
-        for word, profile in zip(words, profiles, strict=True)
-    }
+    shown = dict(zip(random_names(rng, len(profiles)), profiles, strict=True))
     cards = [profile.model_copy(update={"name": name}) for name, profile in shown.items()]
     rng.shuffle(cards)
     return cards, {name: profile.name for name, profile in shown.items()}
@@ -156,12 +144,16 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
             prefix = leaf.leaf.milestones[: node.depth]
             if len(prefix) < node.depth:
                 continue  # a repair turn on the way: no plan to replay
-            # a prefix's plans and results name the pool's executors: roots only are renamed
-            views = [(pool.profiles, {})] + [
-                renamed_profiles(pool.profiles, random.Random(f"{tree.task_id}/{variant}"))
-                for variant in range(config.renamed_pools if not prefix else 0)
-            ]
-            for profiles, names in views:
+            # a prefix's plans and results name the pool's executors: roots only are shown
+            # under other pools
+            views = [(pool.profiles, {}, "")]
+            for variant in range(config.renamed_pools if not prefix else 0):
+                rng = random.Random(f"{tree.task_id}/{variant}")
+                views.append((*renamed_profiles(pool.profiles, rng), ""))
+            for variant in range(config.random_pools if not prefix else 0):
+                drawn = random_pool(random.Random(f"{tree.task_id}/drawn/{variant}"))
+                views.append((drawn.executors, {}, drawn.model_dump_json()))
+            for profiles, names, drawn_pool in views:
                 schema = turn_schema(
                     tasks[index],
                     [p.name for p in profiles],
@@ -175,6 +167,7 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
                         "prefix": json.dumps([plan_text(m.plan) for m in prefix]),
                         "schema": json.dumps(schema),
                         "names": json.dumps(names),
+                        "pool": drawn_pool,  # "" for the training pool
                     }
                 )
     return rows
@@ -189,19 +182,21 @@ def add_guides(
     out, since TRL would cut the guide and the policy's own plans of that length as well (a
     group that scores 0 throughout teaches nothing and costs a step)."""
     policies = params.grpo.guide
-    best: dict[int, str] = {}
+    best: dict[tuple[int, str], str] = {}
     kept = []
     for row in rows:
         row["guide"] = ""
         if not policies or json.loads(row["prefix"]):
             kept.append(row)
             continue
-        index = row["task_index"]
-        if index not in best:
-            firsts = [reward.first_plan(policy, index) for policy in policies]
-            best[index] = max(firsts, key=lambda text: reward.score(text, index, []), default="")
+        index, pool = row["task_index"], row["pool"]
+        if (index, pool) not in best:
+            firsts = [reward.first_plan(policy, index, pool) for policy in policies]
+            best[index, pool] = max(
+                firsts, key=lambda text: reward.score(text, index, [], pool), default=""
+            )
         forward = {original: shown for shown, original in json.loads(row["names"]).items()}
-        text = rename_executors(best[index], forward)
+        text = rename_executors(best[index, pool], forward)
         ids = tokenizer.encode(text, add_special_tokens=False)
         if len(ids) + 1 > params.grpo.max_completion_length:
             continue
@@ -293,19 +288,33 @@ class SimReward:
         self.params = params
         self.pool = load_pool(params.rollouts.pool, params)
         self.runner = EpisodeRunner(self.pool, params, SimSuite.check)
+        self.drawn_runners: dict[str, EpisodeRunner] = {}
         # The prompts' tasks and branch states come from the tree rollouts: same tasks, same
         # episode seed, so a replayed prefix reproduces the state the prompt describes.
         self.seed = params.rollouts.seed
         self.tasks = list(SimSuite(params.sim).tasks("train", params.grpo.tasks, self.seed))
-        self.names = set(self.pool.executors)
         self.log: list[dict[str, float | None]] = []  # per call: mean reward of own, guide samples
 
-    def play(self, text: str, task_index: int, prefix: list[str]) -> list[Trajectory]:
+    def runner_for(self, pool: str) -> EpisodeRunner:
+        """The runner of the training pool (""), or of a drawn pool given as its JSON."""
+        if not pool:
+            return self.runner
+        if pool not in self.drawn_runners:
+            drawn = ExecutorPool.from_config(
+                PoolConfig.model_validate_json(pool), load_pool_context(self.params)
+            )
+            self.drawn_runners[pool] = EpisodeRunner(drawn, self.params, SimSuite.check)
+        return self.drawn_runners[pool]
+
+    def play(
+        self, text: str, task_index: int, prefix: list[str], pool: str = ""
+    ) -> list[Trajectory]:
         """The episodes a completion is scored on: none when it is not a valid plan."""
         task = self.tasks[task_index]
+        runner = self.runner_for(pool)
         try:
             plan = parse_plan(text)
-            validate_plan(plan, self.names, subtask_ids=task.subtask_index)
+            validate_plan(plan, set(runner.pool.executors), subtask_ids=task.subtask_index)
         except PlanError:
             return []
         # An inner node's prompt shows its branch's results, which exist in the tree's world
@@ -313,7 +322,7 @@ class SimReward:
         worlds = 1 if prefix else self.params.grpo.reward_worlds
         return [
             run_synchronously(
-                self.runner.run(
+                runner.run(
                     task,
                     ScriptedPolicy([*prefix, text], then=self.params.grpo.continuation),
                     self.seed + world,
@@ -323,17 +332,17 @@ class SimReward:
             for world in range(worlds)
         ]
 
-    def first_plan(self, policy: str, task_index: int) -> str:
+    def first_plan(self, policy: str, task_index: int, pool: str = "") -> str:
         """The first plan `policy` makes for a root's task ("" when it answers at once)."""
         episode = run_synchronously(
-            self.runner.run(
+            self.runner_for(pool).run(
                 self.tasks[task_index], get_policy(policy), self.seed, DiscreteEventClock()
             )
         )
         return plan_text(episode.milestones[0].plan) if episode.milestones else ""
 
-    def score(self, text: str, task_index: int, prefix: list[str]) -> float:
-        return mean([t.reward.total for t in self.play(text, task_index, prefix)])
+    def score(self, text: str, task_index: int, prefix: list[str], pool: str = "") -> float:
+        return mean([t.reward.total for t in self.play(text, task_index, prefix, pool)])
 
     def __call__(
         self,
@@ -342,17 +351,19 @@ class SimReward:
         task_index: list[int],
         prefix: list[str],
         names: list[str] | None = None,
+        pool: list[str] | None = None,
         guided: list[bool] | None = None,
         **_: Any,
     ) -> list[float]:
         rewards = []
         names = names or ["{}"] * len(completions)
-        for completion, index, steps, shown in zip(
-            completions, task_index, prefix, names, strict=True
+        pool = pool or [""] * len(completions)
+        for completion, index, steps, shown, drawn in zip(
+            completions, task_index, prefix, names, pool, strict=True
         ):
             text = completion[0]["content"] if isinstance(completion, list) else completion
             text = rename_executors(text, json.loads(shown))
-            rewards.append(self.score(text, index, json.loads(steps)))
+            rewards.append(self.score(text, index, json.loads(steps), drawn))
         guided = guided or [False] * len(rewards)
         own = [r for r, g in zip(rewards, guided, strict=True) if not g]
         guides = [r for r, g in zip(rewards, guided, strict=True) if g]
