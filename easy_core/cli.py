@@ -692,7 +692,8 @@ def bench_orchestrators(
         Path | None,
         typer.Option(
             help="write comparison.json, .md, .png here, and each evaluation under OUT/runs "
-            "(reused on the next run while its checkpoint and params are unchanged)"
+            "(reused on the next run while its checkpoint and the params episodes read "
+            "are unchanged)"
         ),
     ] = None,
     params_path: ParamsOption = None,

@@ -163,6 +163,13 @@ def evaluate(
     return summarize(trajectories, spec, pool.name), trajectories
 
 
+# Sections that only training, data generation or the pipeline read: a change to them leaves
+# every stored evaluation episode as it was, so they stay out of the reuse key.
+NOT_READ_BY_EPISODES = frozenset(
+    {"eval", "sft", "grpo", "sft_data", "rollouts", "pipeline", "evaluate", "nightly"}
+)
+
+
 def evaluate_resumable(
     spec: EvalSpec,
     params: Params,
@@ -182,7 +189,7 @@ def evaluate_resumable(
     settings = config_hash(
         {
             "spec": {**asdict(spec), "pool": pool.config},
-            "params": params.model_dump(exclude={"eval"}),
+            "params": params.model_dump(exclude=NOT_READ_BY_EPISODES),
             **({"identity": identity} if identity else {}),
         }
     )

@@ -2,7 +2,8 @@
 tasks and seeds: success, cost, makespan, mean reward, and the paired difference in mean
 reward between the last checkpoint and the first (per task, with its 95% bootstrap interval).
 Given a folder, each evaluation is kept there and reused on the next run while its checkpoint,
-params, pool and tasks are unchanged: a new GRPO checkpoint against the same SFT reference
+the params its episodes read (not the training sections: evaluation.NOT_READ_BY_EPISODES), pool
+and tasks are unchanged: a new GRPO checkpoint against the same SFT reference
 costs only its own episodes, and a killed comparison keeps what it finished."""
 
 from __future__ import annotations

@@ -228,3 +228,29 @@ def test_evaluation_killed_mid_run_resumes_to_identical_bytes(tmp_path):
         json.loads(line)["task_id"] for line in (killed / "episodes.jsonl").read_text().splitlines()
     ]
     assert len(ids) == len(set(ids)) == 2000
+
+
+def test_stored_evaluation_is_reused_across_training_changes_only(tmp_path, params, monkeypatch):
+    """The reuse key covers what episodes read: a new GRPO learning rate keeps the stored
+    shards, a new reward weight runs the episodes again."""
+    from easy_core import evaluation
+    from easy_core.evaluation import EvalSpec, evaluate_resumable
+    from tests.conftest import SIM_DEFAULT
+
+    calls = []
+    real_run = evaluation.run_episodes
+
+    def counting_run(*args, **kwargs):
+        calls.append(1)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "run_episodes", counting_run)
+    spec = EvalSpec("sim", "greedy", str(SIM_DEFAULT), 6, 3)
+    first, _ = evaluate_resumable(spec, params, tmp_path)
+    assert len(calls) == 1
+    grpo = params.grpo.model_copy(update={"learning_rate": params.grpo.learning_rate * 3})
+    again, _ = evaluate_resumable(spec, params.model_copy(update={"grpo": grpo}), tmp_path)
+    assert len(calls) == 1 and again == first
+    reward = params.reward.model_copy(update={"w_efficiency": params.reward.w_efficiency + 0.5})
+    evaluate_resumable(spec, params.model_copy(update={"reward": reward}), tmp_path)
+    assert len(calls) == 2
