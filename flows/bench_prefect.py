@@ -16,9 +16,9 @@ import time
 
 from prefect import flow
 
-from easy_core.bench import bench_pool, dispatch_delays, plan_for, random_dag_task
-from easy_core.graph import critical_path_s, plan_graph, width
-from easy_core.runtime.engine import LocalEngine
+from easy_core.benchmarks.engine_bench import bench_pool, dispatch_delays, plan_for, random_dag_task
+from easy_core.plans.validation import critical_path_s, plan_graph, width
+from easy_core.runtime.local_engine import LocalEngine
 from flows.prefect_engine import PrefectEngine
 from flows.settings import params_from, task_runner
 

@@ -10,12 +10,12 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
-from easy_core.evaluation import EvalSpec, evaluate, write_results
-from easy_core.params import EvaluateParams
-from easy_core.plots import pareto_plot
-from easy_core.reports import metrics_markdown
-from easy_core.schemas import EvalMetrics
-from easy_core.storage import atomic_write_text
+from easy_core.core.params import EvaluateParams
+from easy_core.core.schemas import EvalMetrics
+from easy_core.core.storage import atomic_write_text
+from easy_core.evaluation.evaluate import EvalSpec, evaluate, write_results
+from easy_core.evaluation.plots import pareto_plot
+from easy_core.evaluation.reports import metrics_markdown
 from flows.settings import (
     load_pool_secrets,
     params_from,

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from prefect import flow
 
-from easy_core.evaluation import load_pool
+from easy_core.core.schemas import Task
+from easy_core.core.storage import atomic_write_text
+from easy_core.executors.pool import load_pool
 from easy_core.policies import get_policy
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.schemas import Task
-from easy_core.storage import atomic_write_text
-from easy_core.suites.sim import SimSuite, generate_task
+from easy_core.world.suites.sim import SimSuite, generate_task
 from flows.prefect_engine import PrefectEngine
 from flows.settings import apublish_markdown, load_pool_secrets, params_from, task_runner
 

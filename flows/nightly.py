@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from prefect import flow
 
-from easy_core.schemas import EvalMetrics
+from easy_core.core.schemas import EvalMetrics
 from flows.evaluate import run_evaluation
 from flows.settings import params_from
 

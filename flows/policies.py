@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from easy_core.policy_training import train_policies
+from easy_core.learning.policy_training import train_policies
 from flows.settings import params_from, publish_markdown
 
 

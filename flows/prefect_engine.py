@@ -22,20 +22,19 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import SyncClientContext
 from prefect.utilities.annotations import quote
 
+from easy_core.core.clock import Clock
+from easy_core.core.schemas import Plan, Step, StepResult, Task
 from easy_core.executors.pool import PoolSession
-from easy_core.graph import critical_path_s, topological_order
-from easy_core.runtime.clock import Clock
-from easy_core.runtime.engine import (
+from easy_core.plans.validation import critical_path_s, topological_order
+from easy_core.runtime.resilience import executor_error_result, timed_out_result
+from easy_core.runtime.scheduler import (
     PlanOutcome,
     StopReason,
     blocked_reason,
     build_request,
     estimate_call,
-    executor_error_result,
     skipped_result,
-    timed_out_result,
 )
-from easy_core.schemas import Plan, Step, StepResult, Task
 
 
 @dataclass

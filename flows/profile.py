@@ -8,10 +8,10 @@ from pathlib import Path
 
 from prefect import flow, task
 
-from easy_core.evaluation import load_pool
-from easy_core.profiles import measurements_markdown, profile_pool, write_profile
-from easy_core.storage import atomic_write_text
-from easy_core.suites import get_suite
+from easy_core.core.storage import atomic_write_text
+from easy_core.evaluation.profiling import measurements_markdown, profile_pool, write_profile
+from easy_core.executors.pool import load_pool
+from easy_core.world.suites import get_suite
 from flows.settings import load_pool_secrets, params_from, publish_markdown, task_options
 
 

@@ -14,16 +14,16 @@ from prefect import flow, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import INPUTS, NO_CACHE
 
-from easy_core.datasets import Manifest, remove_partial_files, write_manifest
-from easy_core.params import Params
-from easy_core.rollouts import (
+from easy_core.core.datasets import Manifest, remove_partial_files, write_manifest
+from easy_core.core.params import Params
+from easy_core.core.storage import write_json, write_jsonl
+from easy_core.learning.rollouts import (
     finished_shard,
     rollout_settings_hash,
     rollout_shard_text,
     store_shard,
 )
-from easy_core.storage import write_json, write_jsonl
-from easy_core.tree_rollouts import generate_trees
+from easy_core.learning.trees import generate_trees
 from flows.settings import (
     load_pool_secrets,
     params_from,

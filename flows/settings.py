@@ -17,10 +17,10 @@ from prefect.blocks.system import Secret
 from prefect.filesystems import LocalFileSystem, RemoteFileSystem
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from easy_core.config import load_yaml_model
-from easy_core.errors import ConfigError
-from easy_core.params import Params, load_params
-from easy_core.schemas import PoolConfig
+from easy_core.core.config import load_yaml_model
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import Params, load_params
+from easy_core.core.schemas import PoolConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PARAMS = ROOT / "params.yaml"

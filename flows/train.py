@@ -9,8 +9,8 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from easy_core.training.grpo import read_trees, train_grpo
-from easy_core.training.sft import train_sft
+from easy_core.learning.grpo import read_trees, train_grpo
+from easy_core.learning.sft import train_sft
 from flows.settings import params_from, publish_image, publish_markdown
 
 

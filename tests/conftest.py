@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from easy_core.evaluation import load_pool
-from easy_core.executors.pool import ExecutorPool
-from easy_core.params import Params, load_params
-from easy_core.runtime.clock import TimeMode, new_event_loop
+from easy_core.core.clock import TimeMode, new_event_loop
+from easy_core.core.params import Params, load_params
+from easy_core.executors.pool import ExecutorPool, load_pool
 
 ROOT = Path(__file__).resolve().parent.parent
 SIM_DEFAULT = ROOT / "configs/pools/sim-default.yaml"
@@ -32,7 +31,7 @@ def params() -> Params:
 @pytest.fixture(scope="session")
 def trained_params(params: Params, tmp_path_factory: pytest.TempPathFactory) -> Params:
     """params whose learned policies (`progress`, `graph`) point at small models trained here."""
-    from easy_core.policy_training import train_policies
+    from easy_core.learning.policy_training import train_policies
 
     folder = tmp_path_factory.mktemp("models")
     small = params.model_copy(

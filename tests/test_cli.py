@@ -184,7 +184,7 @@ def test_executor_aimed_grpo_options_need_in_process_sampling(tmp_path):
 
 
 def test_a_commands_own_field_options_apply_after_set(monkeypatch):
-    from easy_core import cli
+    from easy_core.cli import app as cli
 
     monkeypatch.setattr(cli, "_overrides", ["grpo.max_steps=9", "grpo.temperature=0.5"])
     params = cli.resolve_params(None, {"grpo.max_steps": 4, "rollouts.tree_k": None})

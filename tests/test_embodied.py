@@ -7,21 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from easy_core.errors import ConfigError, EasyError
-from easy_core.executors.base import StepRequest
-from easy_core.executors.pool import ExecutorPool
-from easy_core.executors.textworld_tool import (
-    GAME_OVER_NOTE,
-    GameState,
-    TextWorldError,
-    TextWorldExecutor,
-    normalize_command,
-    replay,
-)
-from easy_core.params import Params
-from easy_core.policies import get_policy
-from easy_core.runtime.episode import EpisodeRunner
-from easy_core.schemas import (
+from easy_core.core.errors import ConfigError, EasyError
+from easy_core.core.params import Params
+from easy_core.core.schemas import (
     DomainCapability,
     ExecutorProfile,
     LatencyModel,
@@ -29,8 +17,20 @@ from easy_core.schemas import (
     StepResult,
     Task,
 )
-from easy_core.suites import get_suite
-from easy_core.suites.embodied import SLACK_COMMAND, SLACK_MOVES, EmbodiedSuite, game_seed
+from easy_core.executors.base import StepRequest
+from easy_core.executors.pool import ExecutorPool
+from easy_core.executors.textworld_tool import TextWorldExecutor
+from easy_core.policies import get_policy
+from easy_core.runtime.episode import EpisodeRunner
+from easy_core.world.games import (
+    GAME_OVER_NOTE,
+    GameState,
+    TextWorldError,
+    normalize_command,
+    replay,
+)
+from easy_core.world.suites import get_suite
+from easy_core.world.suites.embodied import SLACK_COMMAND, SLACK_MOVES, EmbodiedSuite, game_seed
 from tests.conftest import run
 
 

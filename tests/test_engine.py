@@ -4,12 +4,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from easy_core.core.params import ResilienceParams
+from easy_core.core.schemas import Plan, Step
 from easy_core.executors.pool import ExecutorPool
-from easy_core.graph import critical_path_s
-from easy_core.params import ResilienceParams
-from easy_core.runtime.engine import LocalEngine
-from easy_core.schemas import Plan, Step
-from easy_core.suites.sim import generate_task
+from easy_core.plans.validation import critical_path_s
+from easy_core.runtime.local_engine import LocalEngine
+from easy_core.world.suites.sim import generate_task
 from tests.conftest import run
 from tests.helpers import ScriptedExecutor, make_plan, random_dags
 
@@ -183,7 +183,7 @@ def test_cancelled_step_waiting_for_a_slot_costs_nothing():
 def test_timer_fast_path_and_task_path_give_identical_results(steps, limit, seed):
     import random
 
-    from easy_core.bench import bench_pool, plan_for, random_dag_task
+    from easy_core.benchmarks.engine_bench import bench_pool, plan_for, random_dag_task
 
     task = random_dag_task(len(steps) + 6, 1, random.Random(seed))
     pool = bench_pool()
@@ -229,10 +229,10 @@ class _AsyncOnly:
 @pytest.mark.parametrize("policy", ["greedy", "oracle", "random", "strongest"])
 @pytest.mark.parametrize("sequential", [False, True])
 def test_discrete_event_clock_agrees_with_the_asyncio_loop(pool, params, policy, sequential):
-    from easy_core.evaluation import run_episodes
     from easy_core.policies import get_policy
+    from easy_core.policies.batch import run_episodes
     from easy_core.runtime.episode import EpisodeRunner
-    from easy_core.suites.sim import SimSuite
+    from easy_core.world.suites.sim import SimSuite
 
     tasks = list(SimSuite(params.sim).tasks("test", 60, seed=4))
     tight = [
@@ -272,7 +272,7 @@ def assert_close(a, b, path="") -> None:
 def test_discrete_clock_refuses_what_it_cannot_simulate():
     import asyncio
 
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
 
     async def waits():
         await asyncio.sleep(0)

@@ -8,14 +8,14 @@ from collections import Counter
 import pytest
 import yaml
 
-from easy_core.evaluation import EvalSpec, evaluate
+from easy_core.core.params import ResilienceParams
+from easy_core.core.schemas import FaultRates
+from easy_core.evaluation.evaluate import EvalSpec, evaluate
 from easy_core.executors.base import StepRequest
 from easy_core.executors.faults import ExecutorConnectionError, FaultInjectingExecutor
 from easy_core.executors.pool import ExecutorPool
-from easy_core.params import ResilienceParams
-from easy_core.runtime.engine import LocalEngine
-from easy_core.schemas import FaultRates
-from easy_core.suites.sim import SimSuite, generate_task
+from easy_core.runtime.local_engine import LocalEngine
+from easy_core.world.suites.sim import SimSuite, generate_task
 from tests.conftest import ROOT, SIM_DEFAULT, run
 from tests.helpers import ScriptedExecutor, make_plan
 
@@ -148,7 +148,7 @@ def test_thirty_percent_faults_on_500_episodes(params, faulty_pool, policy):
 
 
 def test_pool_yaml_faults_wrap_the_executors(faulty_pool, params):
-    from easy_core.evaluation import load_pool
+    from easy_core.executors.pool import load_pool
 
     pool = load_pool(faulty_pool, params)
     assert all(isinstance(e, FaultInjectingExecutor) for e in pool.executors.values())

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from easy_core.errors import (
+from easy_core.core.errors import (
     DuplicateStepError,
     EmptyPlanError,
     PlanCycleError,
@@ -21,7 +21,8 @@ from easy_core.errors import (
     UnknownPlaceholderError,
     UnknownSubtaskError,
 )
-from easy_core.graph import (
+from easy_core.core.schemas import Plan, Step
+from easy_core.plans.validation import (
     critical_path_s,
     parse_plan,
     plan_graph,
@@ -30,7 +31,6 @@ from easy_core.graph import (
     validate_plan,
     width,
 )
-from easy_core.schemas import Plan, Step
 from tests.helpers import random_dags
 
 EXECUTORS = {"small", "large"}

@@ -9,16 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from easy_core.errors import ConfigError
-from easy_core.evaluation import EvalSpec, evaluate, load_pool
-from easy_core.params import Params, PrefixParams
+from easy_core.benchmarks.prefix_bench import prefix_benchmark
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import Params, PrefixParams
+from easy_core.core.schemas import StepResult
+from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.executors.pool import load_pool
+from easy_core.learning.traces import TRACE_COLUMNS, collect_traces, read_traces, write_traces
 from easy_core.policies.budgeted import Candidate, choose
 from easy_core.policies.progress import GainPredictor, log_loss, training_arrays
-from easy_core.progress import posterior_correct, progress_view
-from easy_core.runtime.prefix import PrefixCache, prefix_benchmark
-from easy_core.schemas import StepResult
-from easy_core.suites.sim import SimSuite
-from easy_core.traces import TRACE_COLUMNS, collect_traces, read_traces, write_traces
+from easy_core.policies.progress_view import posterior_correct, progress_view
+from easy_core.runtime.prefix_order import PrefixCache
+from easy_core.world.suites.sim import SimSuite
 from tests.conftest import SIM_DEFAULT, SIM_UNSEEN
 
 

@@ -3,13 +3,14 @@ episodes as one at a time, whoever writes the answers."""
 
 from __future__ import annotations
 
-from easy_core.evaluation import load_pool, run_episodes
-from easy_core.params import Params
+from easy_core.core.clock import run_synchronously
+from easy_core.core.params import Params
+from easy_core.executors.pool import load_pool
+from easy_core.plans.prompting import plan_text
 from easy_core.policies import get_policy, lockstep
-from easy_core.prompting import plan_text
-from easy_core.runtime.clock import run_synchronously
+from easy_core.policies.batch import run_episodes
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.suites.sim import SimSuite
+from easy_core.world.suites.sim import SimSuite
 from tests.conftest import SIM_DEFAULT
 
 

@@ -11,12 +11,12 @@ import uuid
 import pytest
 import yaml
 
+from easy_core.core.schemas import ExecutorProfile, LatencyModel, PoolConfig
 from easy_core.executors.base import StepRequest
 from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.pool import ExecutorPool
-from easy_core.runtime.engine import LocalEngine
-from easy_core.schemas import ExecutorProfile, LatencyModel, PoolConfig
-from easy_core.suites.sim import generate_task
+from easy_core.runtime.local_engine import LocalEngine
+from easy_core.world.suites.sim import generate_task
 from tests.conftest import ROOT, run
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import make_plan

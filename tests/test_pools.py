@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from easy_core.capability import expected_success
+from easy_core.core.capability import expected_success
 
 
 def price(profile):

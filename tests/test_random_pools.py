@@ -7,10 +7,10 @@ import json
 import random
 from pathlib import Path
 
+from easy_core.core.params import Params
 from easy_core.executors.pool import load_pool_config
-from easy_core.params import Params
-from easy_core.random_pools import random_pool
-from easy_core.suites.sim import SKILLS
+from easy_core.world.random_pools import random_pool
+from easy_core.world.suites.sim import SKILLS
 
 
 def test_drawn_pools_are_seeded_varied_and_named_apart_from_the_shipped_pools() -> None:
@@ -41,7 +41,7 @@ def test_drawn_pools_are_seeded_varied_and_named_apart_from_the_shipped_pools() 
 
 
 def test_teacher_turns_on_drawn_pools_show_and_name_the_drawn_executors() -> None:
-    from easy_core.sft_data import teacher_dataset
+    from easy_core.learning.sft_data import teacher_dataset
 
     params = Params()
     params.sft_data.n_tasks = 4

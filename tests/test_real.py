@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from easy_core.evaluation import EvalSpec, evaluate, load_pool
+from easy_core.core.params import Params
+from easy_core.core.schemas import ExecutorProfile, LatencyModel, Task
+from easy_core.evaluation.evaluate import EvalSpec, evaluate
 from easy_core.executors.base import StepRequest
 from easy_core.executors.faults import ExecutorConnectionError
 from easy_core.executors.openai_http import OpenAIExecutor
-from easy_core.executors.pool import load_pool_config
+from easy_core.executors.pool import load_pool, load_pool_config
 from easy_core.executors.retrieve import search
-from easy_core.params import Params
-from easy_core.schemas import ExecutorProfile, LatencyModel, Task
-from easy_core.suites.code import CodeSuite, problems
-from easy_core.suites.math import MathSuite
-from easy_core.suites.research import ResearchSuite
+from easy_core.world.suites.code import CodeSuite, problems
+from easy_core.world.suites.math import MathSuite
+from easy_core.world.suites.research import ResearchSuite
 from tests.conftest import ROOT
 from tests.test_cli import easy
 from tests.test_deployments import free_port
@@ -124,7 +124,7 @@ def test_openai_executor_reports_a_dead_server_as_retryable(llama_url: str) -> N
 def test_llama_cpp_enforces_the_plan_schema(llama_url: str) -> None:
     """The `easy` policy's openai backend with structured decoding: the server's grammar makes
     even the untrained 135M model emit a plan that parses."""
-    from easy_core.graph import parse_plan
+    from easy_core.plans.validation import parse_plan
     from easy_core.policies.llm import generate_openai
 
     task = next(ResearchSuite().tasks("test", 1, 0))
@@ -150,11 +150,11 @@ def test_llama_cpp_takes_the_dag_schema(llama_url: str, params: Params) -> None:
     """The turn schema's features (prefixes of the task's subtasks, const ids and dependencies,
     a first turn that must plan) survive llama.cpp's schema-to-grammar conversion: the plan
     validates."""
-    from easy_core.graph import parse_plan, validate_plan
+    from easy_core.plans.prompting import render_messages
+    from easy_core.plans.structured import turn_schema
+    from easy_core.plans.validation import parse_plan, validate_plan
     from easy_core.policies.llm import generate_openai
-    from easy_core.policies.structured import turn_schema
-    from easy_core.prompting import render_messages
-    from easy_core.suites.sim import SimSuite
+    from easy_core.world.suites.sim import SimSuite
     from tests.conftest import SIM_DEFAULT
     from tests.test_structured import short_plan_schema
 
@@ -371,10 +371,9 @@ def test_calibrate_reports_simulated_against_measured(real_pool: Path, tmp_path:
 
 
 def test_a_sim_replay_of_the_cpu_pool_runs_real_suite_tasks() -> None:
-    from easy_core.calibration import sim_replay
-    from easy_core.executors.pool import ExecutorPool
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
+    from easy_core.executors.pool import ExecutorPool, sim_replay
     from easy_core.policies import get_policy
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
     from easy_core.runtime.episode import EpisodeRunner
 
     pool = ExecutorPool.from_config(sim_replay(load_pool_config(CPU_REAL)))
@@ -393,8 +392,8 @@ def test_every_pool_file_parses() -> None:
 
 
 def test_sft_data_includes_a_real_suite_without_latent_subtask_ids() -> None:
-    from easy_core.params import RealSuiteData
-    from easy_core.sft_data import teacher_dataset
+    from easy_core.core.params import RealSuiteData
+    from easy_core.learning.sft_data import teacher_dataset
 
     params = Params()
     params.sft_data.n_tasks = 20
@@ -409,9 +408,9 @@ def test_sft_data_includes_a_real_suite_without_latent_subtask_ids() -> None:
 
 
 def test_profiles_measured_one_suite_at_a_time_merge(tmp_path: Path) -> None:
-    from easy_core.config import load_yaml_model
-    from easy_core.profiles import write_profile
-    from easy_core.schemas import DomainCapability, MeasuredExecutor, MeasuredProfile
+    from easy_core.core.config import load_yaml_model
+    from easy_core.core.schemas import DomainCapability, MeasuredExecutor, MeasuredProfile
+    from easy_core.evaluation.profiling import write_profile
 
     def profile(suite: str, domain: str, success: float) -> MeasuredProfile:
         capability = {domain: DomainCapability(success=success, n=4)}
@@ -436,8 +435,8 @@ def test_profiles_measured_one_suite_at_a_time_merge(tmp_path: Path) -> None:
 
 
 def test_spare_moves_of_a_won_game_are_not_profiled() -> None:
-    from easy_core.profiles import informative
-    from easy_core.suites.embodied import EmbodiedSuite
+    from easy_core.evaluation.profiling import informative
+    from easy_core.world.suites.embodied import EmbodiedSuite
 
     task = next(EmbodiedSuite().tasks("train", 1, 0))
     moves = [s for s in task.subtasks if s.skill == "embodied"]
@@ -447,10 +446,9 @@ def test_spare_moves_of_a_won_game_are_not_profiled() -> None:
 
 @pytest.mark.parametrize("policy", ["greedy", "cheapest", "strongest", "random"])
 def test_baselines_choose_only_executors_that_declare_the_skill(policy: str) -> None:
-    from easy_core.calibration import sim_replay
-    from easy_core.executors.pool import ExecutorPool
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
+    from easy_core.executors.pool import ExecutorPool, sim_replay
     from easy_core.policies import get_policy
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
     from easy_core.runtime.episode import EpisodeRunner
 
     config = load_pool_config(CPU_REAL)

@@ -8,30 +8,32 @@ from statistics import fmean, pvariance
 
 import pytest
 
-from easy_core.errors import ConfigError
-from easy_core.executors.pool import ExecutorPool
-from easy_core.params import Params
-from easy_core.runtime.release import (
-    SCHEDULERS,
-    ExecutorState,
-    ReleaseParams,
+from easy_core.benchmarks.release_bench import (
     ReleaseRun,
-    ReleaseScheduler,
-    Step,
-    TailRiskRelease,
-    WorkEstimator,
-    Workflow,
     WorkflowSpec,
     arrival_rate,
     arrival_times,
     build_workflows,
     load_sim_pool,
-    make_scheduler,
-    normal_cvar,
     release_benchmark,
     release_markdown,
     servers_per_executor,
     simulate_release,
+)
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import Params
+from easy_core.executors.pool import ExecutorPool
+from easy_core.runtime.release import (
+    SCHEDULERS,
+    ExecutorState,
+    ReleaseParams,
+    ReleaseScheduler,
+    ReleaseStep,
+    TailRiskRelease,
+    WorkEstimator,
+    Workflow,
+    make_scheduler,
+    normal_cvar,
 )
 from tests.conftest import SIM_DEFAULT
 
@@ -81,14 +83,14 @@ class Spy(ReleaseScheduler):
         self.finished_: dict[int, int] = {}
 
     @staticmethod
-    def _count(table: dict[int, int], step: Step) -> None:
+    def _count(table: dict[int, int], step: ReleaseStep) -> None:
         table[id(step)] = table.get(id(step), 0) + 1
 
-    def ready(self, step: Step, workflow: Workflow, now: float) -> None:
+    def ready(self, step: ReleaseStep, workflow: Workflow, now: float) -> None:
         self._count(self.readied, step)
         self.inner.ready(step, workflow, now)
 
-    def choose(self, executor: ExecutorState, now: float) -> Step | None:
+    def choose(self, executor: ExecutorState, now: float) -> ReleaseStep | None:
         step = self.inner.choose(executor, now)
         if step is not None:
             assert step.executor == executor.name
@@ -99,13 +101,13 @@ class Spy(ReleaseScheduler):
         return self.inner.held(executor)
 
     def started(
-        self, step: Step, executor: ExecutorState, waited_s: float, starved_s: float
+        self, step: ReleaseStep, executor: ExecutorState, waited_s: float, starved_s: float
     ) -> None:
         assert waited_s >= 0 and starved_s >= 0
         self._count(self.started_, step)
         self.inner.started(step, executor, waited_s, starved_s)
 
-    def finished(self, step: Step, executor: ExecutorState, now: float) -> None:
+    def finished(self, step: ReleaseStep, executor: ExecutorState, now: float) -> None:
         self._count(self.finished_, step)
         self.inner.finished(step, executor, now)
 

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from easy_core.errors import PlanError
-from easy_core.evaluation import run_episodes
-from easy_core.graph import parse_plan, validate_plan
+from easy_core.core.errors import PlanError
+from easy_core.plans.validation import parse_plan, validate_plan
 from easy_core.policies.baselines import BASELINES
+from easy_core.policies.batch import run_episodes
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.suites.sim import SimSuite
+from easy_core.world.suites.sim import SimSuite
 
 
 def test_spend_never_exceeds_the_hard_budget_over_10000_episodes(pool, params):
@@ -97,8 +97,8 @@ INJECTIONS = [
 def test_executor_output_is_data_and_cannot_change_the_plan(pool, params, payload):
     """A step whose output is hostile text: later instructions receive it verbatim, once; the
     plan's steps and assignments stay exactly what the policy wrote."""
+    from easy_core.core.schemas import Plan, Step
     from easy_core.executors.pool import ExecutorPool
-    from easy_core.schemas import Plan, Step
     from tests.conftest import run
     from tests.helpers import ScriptedExecutor
 
@@ -123,8 +123,8 @@ def test_executor_output_is_data_and_cannot_change_the_plan(pool, params, payloa
     )
     before = plan.model_dump_json()
     scripted_pool = ExecutorPool.of("hostile", [executor])
-    from easy_core.runtime.engine import LocalEngine
-    from easy_core.suites.sim import generate_task
+    from easy_core.runtime.local_engine import LocalEngine
+    from easy_core.world.suites.sim import generate_task
 
     outcome = run(
         LocalEngine().execute(
@@ -233,8 +233,8 @@ def test_evaluation_killed_mid_run_resumes_to_identical_bytes(tmp_path):
 def test_stored_evaluation_is_reused_across_training_changes_only(tmp_path, params, monkeypatch):
     """The reuse key covers what episodes read: a new GRPO learning rate keeps the stored
     shards, a new reward weight runs the episodes again."""
-    from easy_core import evaluation
-    from easy_core.evaluation import EvalSpec, evaluate_resumable
+    from easy_core.evaluation import evaluate as evaluation
+    from easy_core.evaluation.evaluate import EvalSpec, evaluate_resumable
     from tests.conftest import SIM_DEFAULT
 
     calls = []

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from easy_core.params import RewardParams
-from easy_core.rewards import completeness, efficiency, reward
-from easy_core.schemas import RunMetrics
+from easy_core.core.params import RewardParams
+from easy_core.core.rewards import completeness, efficiency, reward
+from easy_core.core.schemas import RunMetrics
 
 
 def test_efficiency_normalises_cost_and_time_by_the_budget():

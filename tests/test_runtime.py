@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from easy_core.core.schemas import Plan, Step
 from easy_core.policies import POLICIES, get_policy
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.schemas import Plan, Step
-from easy_core.suites.sim import SimSuite, generate_task
+from easy_core.world.suites.sim import SimSuite, generate_task
 from tests.conftest import run
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from easy_core.core.schemas import ExecutorProfile, LatencyModel
 from easy_core.executors.base import StepRequest
 from easy_core.executors.python_tool import PythonToolExecutor, extract_code
-from easy_core.executors.sandbox import SandboxLimits, run_python
-from easy_core.schemas import ExecutorProfile, LatencyModel
-from easy_core.suites.sim import generate_task
+from easy_core.world.sandbox import SandboxLimits, run_python
+from easy_core.world.suites.sim import generate_task
 from tests.conftest import run
 
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from easy_core.evaluation import EvalSpec, evaluate
-from easy_core.schemas import (
+from easy_core.core.schemas import (
     SCHEMA_VERSION,
     EvalMetrics,
     ExecutorProfile,
@@ -18,7 +17,8 @@ from easy_core.schemas import (
     Task,
     Trajectory,
 )
-from easy_core.suites.sim import generate_task
+from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.world.suites.sim import generate_task
 from tests.conftest import SIM_DEFAULT
 
 

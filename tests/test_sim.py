@@ -4,13 +4,14 @@ from collections import Counter
 
 import pytest
 
-from easy_core.evaluation import EvalSpec, evaluate, load_pool
+from easy_core.core.params import SimParams
+from easy_core.core.schemas import Plan, Step
+from easy_core.evaluation.evaluate import EvalSpec, evaluate
 from easy_core.executors.base import StepRequest
-from easy_core.executors.simulated import SimWorld
-from easy_core.params import SimParams
+from easy_core.executors.pool import load_pool
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.schemas import Plan, Step
-from easy_core.suites.sim import FAMILIES, SimSuite, generate_task
+from easy_core.world.sim_world import SimWorld
+from easy_core.world.suites.sim import FAMILIES, SimSuite, generate_task
 from tests.conftest import SIM_DEFAULT, run
 
 

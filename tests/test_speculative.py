@@ -7,24 +7,24 @@ from collections import Counter
 
 import pytest
 
-from easy_core.config import load_yaml_model
-from easy_core.evaluation import run_episodes
-from easy_core.executors.base import StepRequest
-from easy_core.executors.pool import BackendContext, ExecutorPool
-from easy_core.executors.simulated import SimWorld
-from easy_core.params import Params, ResilienceParams
-from easy_core.policies import get_policy
-from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
-from easy_core.runtime.engine import LocalEngine
-from easy_core.runtime.episode import EpisodeRunner
-from easy_core.runtime.speculative import (
-    SpeculativeEngine,
-    percentile,
+from easy_core.benchmarks.speculative_bench import (
     speculative_benchmark,
     speculative_markdown,
 )
-from easy_core.schemas import ExecutorProfile, FaultRates, LatencyModel, PoolConfig, StepResult
-from easy_core.suites.sim import SimSuite, generate_task
+from easy_core.core.clock import DiscreteEventClock, run_synchronously
+from easy_core.core.config import load_yaml_model
+from easy_core.core.params import Params, ResilienceParams
+from easy_core.core.schemas import ExecutorProfile, FaultRates, LatencyModel, PoolConfig, StepResult
+from easy_core.core.stats import quantile
+from easy_core.executors.base import StepRequest
+from easy_core.executors.pool import BackendContext, ExecutorPool
+from easy_core.policies import get_policy
+from easy_core.policies.batch import run_episodes
+from easy_core.runtime.episode import EpisodeRunner
+from easy_core.runtime.local_engine import LocalEngine
+from easy_core.runtime.speculative import SpeculativeEngine
+from easy_core.world.sim_world import SimWorld
+from easy_core.world.suites.sim import SimSuite, generate_task
 from tests.conftest import SIM_DEFAULT, run
 from tests.helpers import make_plan
 
@@ -257,7 +257,7 @@ def test_speculation_cuts_the_tail_and_costs_exactly_the_cancelled_calls(params)
         charges.append(engine.stats.cancelled_cost_usd - before)
     theirs = episodes(pool, params, local(8), tasks, seed=1)
     assert engine.stats.copies > 50 and engine.stats.wins > engine.stats.copies / 2
-    p95 = [percentile([t.metrics.makespan_s for t in ts], 95) for ts in (ours, theirs)]
+    p95 = [quantile([t.metrics.makespan_s for t in ts], 0.95) for ts in (ours, theirs)]
     assert p95[0] < 0.95 * p95[1], p95
     compared = 0
     for mine, base, charge in zip(ours, theirs, charges, strict=True):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from easy_core.stats import paired_difference, wilson_interval
+from easy_core.core.stats import paired_difference, wilson_interval
 
 
 def test_paired_difference_is_the_mean_gain_with_an_interval_around_it() -> None:

@@ -8,17 +8,17 @@ import json
 import jsonschema
 import pytest
 
-from easy_core.evaluation import load_pool
-from easy_core.params import Params
-from easy_core.policies.structured import dependency_order, open_subtasks, turn_schema
-from easy_core.schemas import Task
-from easy_core.suites.sim import SimSuite
+from easy_core.core.params import Params
+from easy_core.core.schemas import Task
+from easy_core.executors.pool import load_pool
+from easy_core.plans.structured import dependency_order, open_subtasks, turn_schema
+from easy_core.world.suites.sim import SimSuite
 from tests.conftest import SIM_DEFAULT
 
 
 def teacher_plan(params: Params, task: Task) -> dict:
     """greedy's first plan for `task` (the form the orchestrator is trained on)."""
-    from easy_core.evaluation import run_episodes
+    from easy_core.policies.batch import run_episodes
     from easy_core.runtime.episode import EpisodeRunner
 
     pool = load_pool(SIM_DEFAULT, params)
@@ -56,7 +56,7 @@ def short_plan_schema(schema: dict, max_steps: int | None = None) -> dict:
 
 def first_results(params: Params, task: Task, plan: dict, doubted: set[str] = frozenset()):
     """A milestone that ran `plan`, every step ok (those covering `doubted` doubted)."""
-    from easy_core.schemas import Milestone, Plan, StepResult
+    from easy_core.core.schemas import Milestone, Plan, StepResult
 
     results = [
         StepResult(
@@ -151,9 +151,9 @@ def test_dependency_order_follows_dependencies_not_listing(task: Task) -> None:
 def test_in_process_decoding_follows_the_schema(params: Params, task: Task) -> None:
     """The untrained base model answers prose; under the constraint it writes a plan whose
     every step is a subtask of the task and depends on nothing after it."""
-    from easy_core.graph import parse_plan, validate_plan
+    from easy_core.plans.prompting import render_messages
+    from easy_core.plans.validation import parse_plan, validate_plan
     from easy_core.policies.llm import generate_hf
-    from easy_core.prompting import render_messages
 
     pool = load_pool(SIM_DEFAULT, params)
     messages = render_messages(task, pool.profiles, [])
@@ -174,7 +174,7 @@ def test_in_process_decoding_follows_the_schema(params: Params, task: Task) -> N
 def test_valid_plan_rate_counts_errors_and_sends_the_first_turn_schema(
     params: Params, task: Task
 ) -> None:
-    from easy_core.training.validity import valid_plan_rate
+    from easy_core.evaluation.plan_validity import valid_plan_rate
     from tests.fake_openai import FakeOpenAI
 
     plan = teacher_plan(params, task)
@@ -200,9 +200,9 @@ def test_valid_plan_rate_counts_errors_and_sends_the_first_turn_schema(
 
 def test_a_batch_decodes_each_row_under_its_own_schema(params: Params, task: Task) -> None:
     """One generate call, two tasks: each row's plan is valid for its own task only."""
-    from easy_core.graph import parse_plan, validate_plan
+    from easy_core.plans.prompting import render_messages
+    from easy_core.plans.validation import parse_plan, validate_plan
     from easy_core.policies.llm import generate_hf_batch
-    from easy_core.prompting import render_messages
 
     pool = load_pool(SIM_DEFAULT, params)
     small = min(SimSuite(params.sim).tasks("test", 40, 0), key=lambda t: len(t.subtasks))
@@ -232,8 +232,8 @@ def test_hot_executor_sampling_scales_and_trains_only_the_executor_names(
     mask (`executor_token_mask`) marks exactly those tokens."""
     import torch
 
-    from easy_core.policies.structured import SchemaConstraint, executor_token_mask
-    from easy_core.training.models import load_causal_lm
+    from easy_core.executors.hf_models import load_causal_lm
+    from easy_core.plans.structured import SchemaConstraint, executor_token_mask
 
     model, tokenizer = load_causal_lm("smollm2-135m")
     plan = teacher_plan(params, task)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from easy_core.errors import ConfigError
-from easy_core.evaluation import EvalSpec, evaluate
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import Params
+from easy_core.evaluation.evaluate import EvalSpec, evaluate
 from easy_core.executors.pool import load_pool_config
-from easy_core.params import Params
-from easy_core.sft_data import teacher_examples
-from easy_core.training.sft import load_examples, train_sft
+from easy_core.learning.sft import load_examples, train_sft
+from easy_core.learning.sft_data import teacher_examples
 from tests.conftest import SIM_DEFAULT
 from tests.fake_openai import FakeOpenAI
 
@@ -24,9 +24,10 @@ pytest.importorskip("trl")
 
 @pytest.fixture(scope="module")
 def sft_data(params: Params, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from easy_core.evaluation import load_pool, run_episodes
+    from easy_core.executors.pool import load_pool
+    from easy_core.policies.batch import run_episodes
     from easy_core.runtime.episode import EpisodeRunner
-    from easy_core.suites.sim import SimSuite
+    from easy_core.world.suites.sim import SimSuite
 
     pool = load_pool(SIM_DEFAULT, params)
     tasks = list(SimSuite(params.sim).tasks("train", 12, 0))
@@ -51,8 +52,8 @@ def test_teacher_answers_cite_the_step_that_produced_them(sft_data: Path, params
     every turn of the teacher fits the turn schema the policy decodes under."""
     import jsonschema
 
-    from easy_core.policies.structured import turn_schema
-    from easy_core.suites.sim import SimSuite
+    from easy_core.plans.structured import turn_schema
+    from easy_core.world.suites.sim import SimSuite
 
     rows = [json.loads(line) for line in sft_data.read_text().splitlines()]
     tasks = {t.id: t for t in SimSuite(params.sim).tasks("train", 12, 0)}
@@ -89,7 +90,7 @@ def test_sft_changes_only_the_trained_layers(checkpoint, params: Params) -> None
     import torch
     from transformers import AutoModelForCausalLM
 
-    from easy_core.training.models import load_causal_lm
+    from easy_core.executors.hf_models import load_causal_lm
 
     out, _ = checkpoint
     base, _ = load_causal_lm("smollm2-135m", 2)
@@ -154,10 +155,10 @@ def test_easy_policy_over_the_openai_api_asks_for_the_plan_schema(params: Params
 
 
 def test_sim_reward_plays_a_completion_from_its_tree_node(params: Params) -> None:
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
+    from easy_core.learning.grpo import SimReward, tree_prompts
+    from easy_core.plans.prompting import plan_text
     from easy_core.policies import get_policy
-    from easy_core.prompting import plan_text
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
-    from easy_core.training.grpo import SimReward, tree_prompts
 
     # the reward is exactly one episode's, played on by greedy itself
     one_world = {"tasks": 3, "reward_worlds": 1, "continuation": "greedy"}
@@ -184,11 +185,11 @@ def test_sim_reward_plays_a_completion_from_its_tree_node(params: Params) -> Non
 
 
 def test_sim_reward_replays_in_the_trees_world_whatever_the_trainer_seed(params: Params) -> None:
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
+    from easy_core.learning.grpo import SimReward
+    from easy_core.plans.prompting import plan_text
     from easy_core.policies import get_policy
-    from easy_core.prompting import plan_text
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
-    from easy_core.suites.sim import SimSuite
-    from easy_core.training.grpo import SimReward
+    from easy_core.world.suites.sim import SimSuite
 
     seeded = params.model_copy(
         update={
@@ -214,7 +215,7 @@ def test_grpo_takes_a_real_step_on_tree_prompts(
 ) -> None:
     """One real TRL step, training all completion tokens or the executor names only (TRL's
     env_mask; a group whose plans never reach an executor trains nothing, without NaN)."""
-    from easy_core.training.grpo import train_grpo
+    from easy_core.learning.grpo import train_grpo
 
     out, _ = checkpoint
     small = params.model_copy(
@@ -242,7 +243,7 @@ def test_grpo_takes_a_real_step_on_tree_prompts(
 
 
 def test_the_gpu_profile_differs_from_the_cpu_default_only_in_training() -> None:
-    from easy_core.params import load_params
+    from easy_core.core.params import load_params
     from tests.conftest import ROOT
 
     cpu = load_params(ROOT / "params.yaml").model_dump()
@@ -252,10 +253,10 @@ def test_the_gpu_profile_differs_from_the_cpu_default_only_in_training() -> None
 
 
 def test_sim_reward_averages_a_root_plan_over_worlds(params: Params) -> None:
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
+    from easy_core.learning.grpo import ScriptedPolicy, SimReward
+    from easy_core.plans.prompting import plan_text
     from easy_core.policies import get_policy
-    from easy_core.prompting import plan_text
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
-    from easy_core.training.grpo import ScriptedPolicy, SimReward
 
     worlds = params.model_copy(
         update={
@@ -289,11 +290,11 @@ def test_the_reward_continuation_can_leave_out_retries(params: Params) -> None:
     """A first plan on the cheapest executors leaves doubted results: `greedy` as continuation
     retries them on stronger executors (and makes the cheap plan look good), `greedy-once`
     answers at once, as the orchestrator under its task grammar must."""
-    from easy_core.graph import parse_plan
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
+    from easy_core.learning.grpo import SimReward
+    from easy_core.plans.prompting import plan_text
+    from easy_core.plans.validation import parse_plan
     from easy_core.policies import get_policy
-    from easy_core.prompting import plan_text
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
-    from easy_core.training.grpo import SimReward
 
     def scorer(continuation: str) -> SimReward:
         grpo = params.grpo.model_copy(update={"tasks": 6, "continuation": continuation})
@@ -317,7 +318,7 @@ def test_the_reward_continuation_can_leave_out_retries(params: Params) -> None:
 
 
 def test_an_unknown_continuation_fails_before_training(params: Params) -> None:
-    from easy_core.training.grpo import SimReward
+    from easy_core.learning.grpo import SimReward
 
     bad = params.model_copy(
         update={"grpo": params.grpo.model_copy(update={"continuation": "greedy-twice"})}
@@ -329,10 +330,10 @@ def test_an_unknown_continuation_fails_before_training(params: Params) -> None:
 def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -> None:
     from types import SimpleNamespace
 
-    from easy_core.graph import parse_plan
-    from easy_core.policies.structured import executor_token_mask
-    from easy_core.training.grpo import SimReward, StructuredRollout, tree_prompts
-    from easy_core.training.models import load_causal_lm
+    from easy_core.executors.hf_models import load_causal_lm
+    from easy_core.learning.grpo import SimReward, StructuredRollout, tree_prompts
+    from easy_core.plans.structured import executor_token_mask
+    from easy_core.plans.validation import parse_plan
     from tests.test_structured import short_plan_schema
 
     small = params.model_copy(update={"grpo": params.grpo.model_copy(update={"tasks": 2})})
@@ -364,7 +365,7 @@ def test_grpo_samples_each_group_under_its_prompts_plan_schema(params: Params) -
 
 
 def test_renamed_pools_show_other_names_and_score_as_the_training_pool(params: Params) -> None:
-    from easy_core.training.grpo import SimReward, rename_executors, tree_prompts
+    from easy_core.learning.grpo import SimReward, rename_executors, tree_prompts
 
     grpo = {"tasks": 2, "renamed_pools": 1, "reward_worlds": 1}
     small = params.model_copy(update={"grpo": params.grpo.model_copy(update=grpo)})
@@ -401,9 +402,9 @@ def test_renamed_pools_show_other_names_and_score_as_the_training_pool(params: P
 
 
 def test_drawn_pools_show_their_cards_and_score_in_their_own_world(params: Params) -> None:
-    from easy_core.schemas import PoolConfig
-    from easy_core.training.grpo import SimReward, add_guides, tree_prompts
-    from easy_core.training.models import load_causal_lm
+    from easy_core.core.schemas import PoolConfig
+    from easy_core.executors.hf_models import load_causal_lm
+    from easy_core.learning.grpo import SimReward, add_guides, tree_prompts
 
     grpo = {"tasks": 2, "random_pools": 2, "reward_worlds": 1, "guide": ["greedy"],
             "max_completion_length": 1024}  # fmt: skip
@@ -440,15 +441,15 @@ def test_guided_groups_end_with_the_best_guide_plan(params: Params) -> None:
     row's group in the rollout; the reward hook logs the policy's own samples apart."""
     from types import SimpleNamespace
 
-    from easy_core.policies.structured import schema_accepts
-    from easy_core.training.grpo import (
+    from easy_core.executors.hf_models import load_causal_lm
+    from easy_core.learning.grpo import (
         SimReward,
         StructuredRollout,
         add_guides,
         rename_executors,
         tree_prompts,
     )
-    from easy_core.training.models import load_causal_lm
+    from easy_core.plans.structured import schema_accepts
     from tests.test_structured import short_plan_schema
 
     grpo = {
@@ -500,7 +501,7 @@ def test_guided_groups_end_with_the_best_guide_plan(params: Params) -> None:
 
 
 def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params, tmp_path) -> None:
-    from easy_core.orchestrator_compare import (
+    from easy_core.evaluation.checkpoint_comparison import (
         compare_checkpoints,
         comparison_markdown,
         comparison_plot,
@@ -532,8 +533,8 @@ def test_a_comparison_reuses_its_evaluations_until_a_checkpoint_changes(
     config changes) redoes its evaluation only, and a new model card alone redoes nothing."""
     import shutil
 
-    from easy_core import evaluation
-    from easy_core.orchestrator_compare import compare_checkpoints
+    from easy_core.evaluation import evaluate as evaluation
+    from easy_core.evaluation.checkpoint_comparison import compare_checkpoints
 
     model = tmp_path / "model"
     shutil.copytree(checkpoint[0], model)
@@ -570,7 +571,7 @@ def test_grpo_signal_scores_sampled_groups_with_the_reward_hook(
 ) -> None:
     """Groups that all sample greedy's first plan are worth what that plan is worth and carry
     no contrast; groups too short to hold a plan score 0."""
-    from easy_core.training import signal
+    from easy_core.learning import group_signal as signal
 
     small = params.model_copy(
         update={"grpo": params.grpo.model_copy(update={"tasks": 3, "max_completion_length": 24})}
@@ -581,9 +582,9 @@ def test_grpo_signal_scores_sampled_groups_with_the_reward_hook(
     assert short["mean_reward"] == short["sample_success"] == short["groups_with_contrast"] == 0
     assert short["greedy_first_plan_mean_reward"] > 0
 
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
+    from easy_core.plans.prompting import plan_text
     from easy_core.policies import get_policy
-    from easy_core.prompting import plan_text
-    from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 
     reward = signal.SimReward(small)
     roots = [r["task_index"] for r in signal.tree_prompts(small) if r["prefix"] == "[]"]

@@ -7,12 +7,12 @@ import statistics
 
 import pytest
 
-from easy_core.params import Params
+from easy_core.core.clock import DiscreteEventClock, run_synchronously
+from easy_core.core.params import Params
+from easy_core.learning.trees import TaskTree, grow_tree, token_comparison
 from easy_core.policies import get_policy
-from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.suites.sim import SimSuite
-from easy_core.tree_rollouts import TaskTree, grow_tree, token_comparison
+from easy_core.world.suites.sim import SimSuite
 
 
 @pytest.fixture

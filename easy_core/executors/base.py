@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from easy_core.schemas import ExecutorProfile, StepResult, StepStatus, Task
+from easy_core.core.schemas import ExecutorProfile, StepResult, StepStatus, Task
 
 
 @dataclass(slots=True)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from easy_core.errors import EasyError
+from easy_core.core.errors import EasyError
+from easy_core.core.schemas import FaultRates, StepResult
 from easy_core.executors.base import Executor, StepRequest
-from easy_core.executors.simulated import unit_hash
-from easy_core.schemas import FaultRates, StepResult
+from easy_core.world.sim_world import unit_hash
 
 HANG_S = 1e9  # an injected timeout never answers; the engine's step timeout ends it
 

@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from easy_core.core.schemas import ExecutorProfile, StepResult
 from easy_core.executors.base import StepRequest, approx_tokens, step_result
 from easy_core.executors.hf_settings import HFSettings
 from easy_core.executors.openai_http import render_step, shared_prefix
-from easy_core.schemas import ExecutorProfile, StepResult
 
 
 @dataclass
@@ -40,7 +40,7 @@ class HFExecutor:
     wall_clock = True  # waits on real work: episodes using it run in wall time
 
     def __init__(self, profile: ExecutorProfile, settings: HFSettings | None = None):
-        from easy_core.training.models import load_causal_lm
+        from easy_core.executors.hf_models import load_causal_lm
 
         self.profile = profile
         self.settings = settings or HFSettings()

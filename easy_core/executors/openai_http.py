@@ -11,10 +11,10 @@ import time
 
 import httpx
 
-from easy_core.errors import ConfigError
+from easy_core.core.errors import ConfigError
+from easy_core.core.schemas import ExecutorProfile, StepResult
 from easy_core.executors.base import StepRequest, approx_tokens, step_result
 from easy_core.executors.faults import ExecutorConnectionError, ExecutorHTTPError
-from easy_core.schemas import ExecutorProfile, StepResult
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 

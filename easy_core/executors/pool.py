@@ -9,16 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from easy_core.config import load_yaml_model
-from easy_core.errors import ConfigError
+from easy_core.core.config import load_yaml_model
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import Params
+from easy_core.core.schemas import ExecutorProfile, MeasuredProfile, PoolConfig
 from easy_core.executors.base import Executor
 from easy_core.executors.faults import FaultInjectingExecutor
 from easy_core.executors.hf_settings import HFSettings
 from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.python_tool import PythonToolExecutor
 from easy_core.executors.retrieve import RetrieveExecutor
-from easy_core.executors.simulated import SimExecutor, SimWorld
-from easy_core.schemas import ExecutorProfile, MeasuredProfile, PoolConfig
+from easy_core.executors.simulated import SimExecutor
+from easy_core.world.sim_world import SimWorld
 
 ExecutorFactory = Callable[[ExecutorProfile, "BackendContext"], Executor]
 
@@ -245,3 +247,29 @@ class PoolSession:
 
     def slots(self, name: str) -> ExecutorSlots:
         return self._slots[name]
+
+
+def load_pool_context(params: Params) -> BackendContext:
+    """What a pool's backends are built with: the simulated world and the in-process settings."""
+    hf = HFSettings(
+        params.executors.hf_threads,
+        params.executors.hf_batch_size,
+        params.executors.hf_batch_window_s,
+    )
+    return BackendContext(world=SimWorld(params.sim, params.capability), hf=hf)
+
+
+def load_pool(path: str | Path, params: Params) -> ExecutorPool:
+    return ExecutorPool.from_yaml(path, load_pool_context(params))
+
+
+def sim_replay(config: PoolConfig) -> PoolConfig:
+    """The pool with every executor replaced by a sim executor of the same profile: what the
+    simulator believes about it, runnable on any suite whose tasks have subtasks."""
+    executors = [
+        profile.model_copy(update={"backend": "sim", "endpoint": None, "faults": None})
+        for profile in config.executors
+    ]
+    return config.model_copy(
+        update={"name": f"{config.name}-sim", "executors": executors, "faults": None}
+    )

@@ -16,10 +16,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from easy_core.corpora import get_corpus
-from easy_core.errors import ConfigError
+from easy_core.core.errors import ConfigError
+from easy_core.core.schemas import ExecutorProfile, StepResult
 from easy_core.executors.base import StepRequest, approx_tokens, step_result
-from easy_core.schemas import ExecutorProfile, StepResult
+from easy_core.world.corpora import get_corpus
 
 TOP_K = 3
 _WORD = re.compile(r"[a-z0-9]+")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from easy_core.errors import ConfigError
-from easy_core.policies.base import EpisodeState, Policy
+from easy_core.core.errors import ConfigError
 from easy_core.policies.baselines import BASELINES, GreedyOncePolicy
 from easy_core.policies.sampled import SampledGreedyPolicy
+from easy_core.runtime.policy import EpisodeState, Policy
 
 
 def _progress() -> Policy:

@@ -19,12 +19,12 @@ import random
 from collections.abc import Callable
 from typing import NamedTuple
 
-from easy_core.capability import shifted_success
-from easy_core.errors import PolicyError
+from easy_core.core.capability import shifted_success
+from easy_core.core.errors import PolicyError
+from easy_core.core.schemas import ExecutorProfile, Plan, StepResult, Subtask, Task
 from easy_core.executors.simulated import SimExecutor
-from easy_core.policies.base import EpisodeState
-from easy_core.policies.structured import latest_good_results, step_id
-from easy_core.schemas import ExecutorProfile, Plan, StepResult, Subtask, Task
+from easy_core.plans.structured import latest_good_results, step_id
+from easy_core.runtime.policy import EpisodeState
 
 USELESS_BELOW = 0.1
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from easy_core.progress import ProgressView, prior_success
-from easy_core.schemas import ExecutorProfile, Milestone, Subtask
+from easy_core.core.schemas import ExecutorProfile, Milestone, Subtask
+from easy_core.policies.progress_view import ProgressView, prior_success
 
 FEATURES = (
     "claimed",  # the profile's success on the subtask's skill, shifted to its difficulty

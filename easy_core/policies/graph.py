@@ -25,14 +25,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from easy_core.errors import ConfigError
-from easy_core.params import Params, PolicyTrainingParams
-from easy_core.policies.base import EpisodeState
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import Params, PolicyTrainingParams
+from easy_core.core.schemas import ExecutorProfile, Subtask, Task
 from easy_core.policies.baselines import SubtaskPolicy, estimates
 from easy_core.policies.budgeted import Candidate, choose
 from easy_core.policies.progress import predicted_latency
-from easy_core.progress import prior_success
-from easy_core.schemas import ExecutorProfile, Subtask, Task
+from easy_core.policies.progress_view import prior_success
+from easy_core.runtime.policy import EpisodeState
 
 NODE_NUMERIC = 6  # difficulty, log sizes in and out, in-degree, out-degree, depth
 PAIR_FEATURES = 4  # claimed, claimed logit, log price, reliability

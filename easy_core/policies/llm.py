@@ -20,11 +20,11 @@ import os
 import zlib
 from typing import Any
 
-from easy_core.errors import ConfigError
-from easy_core.params import OrchestratorParams, Params
-from easy_core.policies.base import EpisodeState
-from easy_core.policies.structured import SchemaConstraint, plan_schema, turn_schema
-from easy_core.prompting import render_messages
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import OrchestratorParams, Params
+from easy_core.plans.prompting import render_messages
+from easy_core.plans.structured import SchemaConstraint, plan_schema, turn_schema
+from easy_core.runtime.policy import EpisodeState
 
 
 def generate_hf(
@@ -49,7 +49,7 @@ def generate_hf_batch(
     `settings.structured`, each row only takes tokens its schema allows (llguidance)."""
     import torch
 
-    from easy_core.training.models import load_causal_lm
+    from easy_core.executors.hf_models import load_causal_lm
 
     model, tokenizer = load_causal_lm(settings.model, settings.threads)
     if settings.temperature > 0:
@@ -167,7 +167,7 @@ class LLMPolicy:
     def prepare(self, params: Params) -> None:
         """In process: load the model now (a missing checkpoint is a ConfigError)."""
         if params.orchestrator.backend == "hf":
-            from easy_core.training.models import load_causal_lm
+            from easy_core.executors.hf_models import load_causal_lm
 
             load_causal_lm(params.orchestrator.model, params.orchestrator.threads)
 

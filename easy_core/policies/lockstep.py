@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from easy_core.params import OrchestratorParams
-from easy_core.policies.base import EpisodeState
+from easy_core.core.clock import DiscreteEventClock, run_synchronously
+from easy_core.core.params import OrchestratorParams
+from easy_core.core.schemas import Task, Trajectory
 from easy_core.policies.llm import generate_hf_batch, record_answer, turn_inputs
-from easy_core.runtime.clock import DiscreteEventClock, run_synchronously
 from easy_core.runtime.episode import EpisodeCursor, EpisodeRunner
-from easy_core.schemas import Task, Trajectory
+from easy_core.runtime.policy import EpisodeState
 
 
 class _PreparedAnswer:

@@ -30,14 +30,19 @@ from typing import Any
 
 import numpy as np
 
-from easy_core.errors import ConfigError
-from easy_core.params import Params, PolicyTrainingParams
-from easy_core.policies.base import EpisodeState
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import Params, PolicyTrainingParams
+from easy_core.core.schemas import ExecutorProfile, Subtask
 from easy_core.policies.baselines import SubtaskPolicy, downstream, estimates, latest_results
 from easy_core.policies.budgeted import Candidate, choose
 from easy_core.policies.features import FEATURES, candidate_features, histories
-from easy_core.progress import ProgressView, posterior_correct, prior_success, progress_view
-from easy_core.schemas import ExecutorProfile, Subtask
+from easy_core.policies.progress_view import (
+    ProgressView,
+    posterior_correct,
+    prior_success,
+    progress_view,
+)
+from easy_core.runtime.policy import EpisodeState
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

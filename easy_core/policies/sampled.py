@@ -9,9 +9,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from easy_core.policies.base import EpisodeState
+from easy_core.core.schemas import Subtask
 from easy_core.policies.baselines import GreedyPolicy
-from easy_core.schemas import Subtask
+from easy_core.runtime.policy import EpisodeState
 
 EPSILON = 0.3
 

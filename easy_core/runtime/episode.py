@@ -10,17 +10,11 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from easy_core.errors import EasyError, PlanError
-from easy_core.executors.base import approx_tokens
-from easy_core.executors.pool import ExecutorPool, PoolSession
-from easy_core.graph import answer_reference, parse_plan, validate_plan
-from easy_core.params import Params
-from easy_core.policies.base import EpisodeState, Policy
-from easy_core.prompting import plan_text
-from easy_core.rewards import reward
-from easy_core.runtime.clock import Clock, DiscreteEventClock
-from easy_core.runtime.engine import LocalEngine, PlanEngine
-from easy_core.schemas import (
+from easy_core.core.clock import Clock, DiscreteEventClock
+from easy_core.core.errors import EasyError, PlanError
+from easy_core.core.params import Params
+from easy_core.core.rewards import reward
+from easy_core.core.schemas import (
     EndReason,
     Milestone,
     Plan,
@@ -29,6 +23,13 @@ from easy_core.schemas import (
     Task,
     Trajectory,
 )
+from easy_core.executors.base import approx_tokens
+from easy_core.executors.pool import ExecutorPool, PoolSession
+from easy_core.plans.prompting import plan_text
+from easy_core.plans.validation import answer_reference, parse_plan, validate_plan
+from easy_core.runtime.local_engine import LocalEngine
+from easy_core.runtime.policy import EpisodeState, Policy
+from easy_core.runtime.scheduler import PlanEngine
 
 Checker = Callable[[Task, str | None], bool]
 Scorer = Callable[[Task, str | None], dict[str, float]]

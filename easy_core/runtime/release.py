@@ -32,30 +32,26 @@ schedulers at light and heavy load; `release_markdown` renders its rows.
 
 from __future__ import annotations
 
-import heapq
 import math
-import random
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from statistics import NormalDist
 
-from easy_core.capability import shifted_success
-from easy_core.errors import ConfigError
-from easy_core.executors.base import StepRequest
-from easy_core.executors.pool import BackendContext, ExecutorPool
-from easy_core.executors.simulated import SimWorld
-from easy_core.params import Params, ReleaseParams
-from easy_core.policies.baselines import Option, cheapest_capable
-from easy_core.schemas import ExecutorProfile, StepResult, Task
-from easy_core.suites.sim import SimSuite
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import ReleaseParams
+from easy_core.core.schemas import ExecutorProfile
+from easy_core.core.stats import quantile
 
 _NORMAL = NormalDist()
+
+
 # Mean subtask sizes of the sim generator (input 80-600, output 40-300 tokens, one dependency's
 # output in context on average): the size at which a profile's latency model gives the prior.
 TYPICAL_INPUT_TOKENS = 340 + 170
+
+
 TYPICAL_OUTPUT_TOKENS = 170
 
 
@@ -81,121 +77,8 @@ class WorkflowSpec:
     steps: tuple[StepSpec, ...]  # topological order; the last one is the sink
 
 
-def _assign_executor(
-    task: Task, sub_index: int, profiles: list[ExecutorProfile], params: Params
-) -> str:
-    """The `greedy` baseline's choice: the cheapest executor whose expected success clears the
-    threshold (the same options `baselines.Estimates` builds)."""
-    sub = task.subtasks[sub_index]
-    slope = params.capability.difficulty_slope
-    tokens_in = sub.input_tokens + sum(task.subtask(d).output_tokens for d in sub.depends_on)
-    options = []
-    for p in profiles:
-        base = p.capability.get(sub.skill)
-        tokens_out = round(sub.output_tokens * p.verbosity)
-        options.append(
-            Option(
-                (tokens_in * p.price_in_per_1m + tokens_out * p.price_out_per_1m) / 1e6,
-                p.name,
-                shifted_success(base.success if base else 0.0, sub.difficulty, slope),
-                p.price_out_per_1m,
-            )
-        )
-    options.sort()
-    return cheapest_capable(options, params.policies.greedy_threshold).executor
-
-
-def load_sim_pool(params: Params, pool_path: str | Path) -> ExecutorPool:
-    pool = ExecutorPool.from_yaml(
-        pool_path, BackendContext(world=SimWorld(params.sim, params.capability))
-    )
-    others = [p.name for p in pool.profiles if p.backend != "sim"]
-    if others:
-        raise ConfigError(
-            f"pool {pool.name!r}: the release simulation needs sim executors only; "
-            f"not sim: {', '.join(others)}"
-        )
-    return pool
-
-
-def build_workflows(params: Params, pool: ExecutorPool, n: int, seed: int) -> list[WorkflowSpec]:
-    """`n` test-split sim tasks as workflows, with every step's service time from the world."""
-    world = SimWorld(params.sim, params.capability)
-    profiles = pool.profiles
-    by_name = {p.name: p for p in profiles}
-    workflows = []
-    for task in SimSuite(params.sim).tasks("test", n, seed):
-        position = {sub.id: i for i, sub in enumerate(task.subtasks)}
-        succs: list[list[int]] = [[] for _ in task.subtasks]
-        for i, sub in enumerate(task.subtasks):
-            for dep in sub.depends_on:
-                succs[position[dep]].append(i)
-        results: list[StepResult] = []
-        steps = []
-        for i, sub in enumerate(task.subtasks):
-            executor = _assign_executor(task, i, profiles, params)
-            deps = tuple(position[d] for d in sub.depends_on)
-            request = StepRequest(
-                step_id=f"{task.id}-{sub.id}",
-                instruction=f"Solve {sub.id} ({sub.skill}, difficulty {sub.difficulty}/5).",
-                task=task,
-                covers=(sub.id,),
-                inputs=tuple(results[d] for d in deps),
-                seed=seed,
-            )
-            result = world.simulate(by_name[executor], request)
-            results.append(result)
-            # A failed call (context overflow) still occupies a server; never zero time.
-            service = max(result.latency_s, 1e-3)
-            tokens_in = sub.input_tokens + sum(
-                task.subtask(d).output_tokens for d in sub.depends_on
-            )
-            steps.append(
-                StepSpec(
-                    sub.id,
-                    sub.skill,
-                    executor,
-                    service,
-                    deps,
-                    tuple(succs[i]),
-                    tokens_in,
-                    sub.output_tokens,
-                )
-            )
-        workflows.append(WorkflowSpec(task.id, task.family, tuple(steps)))
-    return workflows
-
-
-def servers_per_executor(pool: ExecutorPool, capacity_scale: float) -> dict[str, int]:
-    return {p.name: max(1, round(p.max_concurrency * capacity_scale)) for p in pool.profiles}
-
-
-def arrival_rate(workflows: Sequence[WorkflowSpec], servers: dict[str, int], load: float) -> float:
-    """The Poisson rate at which the busiest executor runs at utilisation `load`."""
-    work = dict.fromkeys(servers, 0.0)
-    for wf in workflows:
-        for step in wf.steps:
-            work[step.executor] += step.service_s
-    n = len(workflows)
-    worst = max(work[name] / n / servers[name] for name in servers)
-    return load / worst
-
-
-def arrival_times(rate: float, n: int, seed: int) -> list[float]:
-    """Poisson arrivals; the same unit draws at every rate (common random numbers)."""
-    rng = random.Random(f"release-arrivals|{seed}")
-    t, times = 0.0, []
-    for _ in range(n):
-        t += rng.expovariate(1.0) / rate
-        times.append(t)
-    return times
-
-
-# --------------------------------------------------------------------------- simulation state
-
-
 @dataclass(slots=True, eq=False)
-class Step:
+class ReleaseStep:
     """A step in one simulation run, with the times it went through."""
 
     workflow: int
@@ -218,7 +101,7 @@ class Workflow:
     index: int
     spec: WorkflowSpec
     arrival_s: float
-    steps: list[Step]
+    steps: list[ReleaseStep]
     done: int = 0
     finish_s: float = math.nan
 
@@ -229,7 +112,7 @@ class ExecutorState:
     servers: int
     busy: int = 0
     in_transit: int = 0
-    queue: deque[Step] = field(default_factory=deque)
+    queue: deque[ReleaseStep] = field(default_factory=deque)
     busy_s: float = 0.0
     max_busy: int = 0
     idle_marks: deque[float] = field(default_factory=deque)  # servers idle while work was held
@@ -240,20 +123,17 @@ class ExecutorState:
         return self.busy + len(self.queue) + self.in_transit
 
 
-# --------------------------------------------------------------------------- schedulers
-
-
 class ReleaseScheduler(ABC):
     """Holds ready steps and decides which to release to an executor, and when."""
 
     name = "base"
 
     @abstractmethod
-    def ready(self, step: Step, workflow: Workflow, now: float) -> None:
+    def ready(self, step: ReleaseStep, workflow: Workflow, now: float) -> None:
         """A step's dependencies have finished: it joins the held pool."""
 
     @abstractmethod
-    def choose(self, executor: ExecutorState, now: float) -> Step | None:
+    def choose(self, executor: ExecutorState, now: float) -> ReleaseStep | None:
         """The step to release to `executor` now, or None to hold back."""
 
     @abstractmethod
@@ -261,13 +141,13 @@ class ReleaseScheduler(ABC):
         """Ready steps for `executor` not released yet."""
 
     def started(
-        self, step: Step, executor: ExecutorState, waited_s: float, starved_s: float
+        self, step: ReleaseStep, executor: ExecutorState, waited_s: float, starved_s: float
     ) -> None:
         """A released step started: it waited `waited_s` in the executor's queue, and the
         server that took it had sat idle `starved_s` while the scheduler held work back."""
         return None  # hooks do nothing unless a scheduler learns from them
 
-    def finished(self, step: Step, executor: ExecutorState, now: float) -> None:
+    def finished(self, step: ReleaseStep, executor: ExecutorState, now: float) -> None:
         """A step finished after `step.spec.service_s` of service."""
         return None
 
@@ -282,12 +162,12 @@ class EagerRelease(ReleaseScheduler):
     name = "eager"
 
     def __init__(self) -> None:
-        self._held: dict[str, deque[Step]] = {}
+        self._held: dict[str, deque[ReleaseStep]] = {}
 
-    def ready(self, step: Step, workflow: Workflow, now: float) -> None:
+    def ready(self, step: ReleaseStep, workflow: Workflow, now: float) -> None:
         self._held.setdefault(step.executor, deque()).append(step)
 
-    def choose(self, executor: ExecutorState, now: float) -> Step | None:
+    def choose(self, executor: ExecutorState, now: float) -> ReleaseStep | None:
         held = self._held.get(executor.name)
         return held.popleft() if held else None
 
@@ -443,7 +323,7 @@ class TailRiskRelease(ReleaseScheduler):
         self.estimator = WorkEstimator(
             profiles, release.prior_weight, release.prior_cv, release.size_aware
         )
-        self._held: dict[str, list[tuple[Step, float, float, float]]] = {}
+        self._held: dict[str, list[tuple[ReleaseStep, float, float, float]]] = {}
         self.windows: dict[str, float] = {}
         # per executor: running mean of a step's ready-to-start time (held + queued)
         self.waits: dict[str, float] = {}
@@ -467,7 +347,7 @@ class TailRiskRelease(ReleaseScheduler):
             window = self.windows[executor.name] = min(init, self.release.window_max)
         return window
 
-    def remaining(self, step: Step, workflow: Workflow) -> tuple[float, float]:
+    def remaining(self, step: ReleaseStep, workflow: Workflow) -> tuple[float, float]:
         """Mean and variance of the workflow's remaining time along its longest remaining path
         (by mean) through `step`, from the current estimates."""
         est = self.estimator
@@ -486,7 +366,7 @@ class TailRiskRelease(ReleaseScheduler):
             path_var[i] = best_var + est.variance(spec)
         return path_mean[step.index], path_var[step.index]
 
-    def risk(self, step: Step, workflow: Workflow) -> float:
+    def risk(self, step: ReleaseStep, workflow: Workflow) -> float:
         """(1 - alpha_w) * mean + alpha_w * CVaR_beta of the remaining time through `step`."""
         mean, var = self.remaining(step, workflow)
         return (
@@ -494,7 +374,7 @@ class TailRiskRelease(ReleaseScheduler):
             + (1.0 - self.release.alpha_w) * mean
         )
 
-    def index(self, step: Step, projected: float, std_r: float, threshold: float) -> float:
+    def index(self, step: ReleaseStep, projected: float, std_r: float, threshold: float) -> float:
         """c_s / E[p_s]: the release priority of a held step (larger goes first), given its
         workflow's projected flow time through it and the tail threshold."""
         cost = self._mean_weight
@@ -506,12 +386,12 @@ class TailRiskRelease(ReleaseScheduler):
             cost += self._tail_weight * tail
         return cost / self.estimator.mean(step.spec)
 
-    def ready(self, step: Step, workflow: Workflow, now: float) -> None:
+    def ready(self, step: ReleaseStep, workflow: Workflow, now: float) -> None:
         mean, var = self.remaining(step, workflow)
         held = self._held.setdefault(step.executor, [])
         held.append((step, workflow.arrival_s, mean, math.sqrt(var)))
 
-    def choose(self, executor: ExecutorState, now: float) -> Step | None:
+    def choose(self, executor: ExecutorState, now: float) -> ReleaseStep | None:
         held = self._held.get(executor.name)
         if not held:
             return None
@@ -535,7 +415,7 @@ class TailRiskRelease(ReleaseScheduler):
         return len(self._held.get(executor, ()))
 
     def started(
-        self, step: Step, executor: ExecutorState, waited_s: float, starved_s: float
+        self, step: ReleaseStep, executor: ExecutorState, waited_s: float, starved_s: float
     ) -> None:
         wait = step.started_s - step.ready_s
         old = self.waits.get(executor.name)
@@ -548,7 +428,7 @@ class TailRiskRelease(ReleaseScheduler):
             window -= self.release.window_gain
         self.windows[executor.name] = min(max(window, 0.0), self.release.window_max)
 
-    def finished(self, step: Step, executor: ExecutorState, now: float) -> None:
+    def finished(self, step: ReleaseStep, executor: ExecutorState, now: float) -> None:
         spec = step.spec
         self.estimator.observe(spec, spec.service_s)
 
@@ -558,155 +438,6 @@ class TailRiskRelease(ReleaseScheduler):
         if self._finished_since >= self.release.threshold_every or self.threshold == math.inf:
             self._finished_since = 0
             self.threshold = quantile(self._recent, self.release.beta)
-
-
-# --------------------------------------------------------------------------- simulator
-
-_ARRIVE, _DISPATCHED, _FINISH = 0, 1, 2
-
-
-@dataclass
-class ReleaseRun:
-    """What one simulation run produced. `flow_s[i]` is workflow i's finish minus arrival."""
-
-    scheduler: str
-    workflows: list[Workflow]
-    executors: dict[str, ExecutorState]
-    flow_s: list[float]
-    makespan_s: float
-
-    @property
-    def p50(self) -> float:
-        return quantile(self.flow_s, 0.5)
-
-    @property
-    def p95(self) -> float:
-        return quantile(self.flow_s, 0.95)
-
-    @property
-    def mean(self) -> float:
-        return sum(self.flow_s) / len(self.flow_s)
-
-    @property
-    def throughput(self) -> float:
-        """Workflows finished per second from the first arrival to the last finish."""
-        first = min(wf.arrival_s for wf in self.workflows)
-        return len(self.workflows) / (self.makespan_s - first)
-
-    def utilisation(self, executor: str | None = None) -> float:
-        """Busy server-seconds over available server-seconds (all executors, or one)."""
-        states = [self.executors[executor]] if executor else list(self.executors.values())
-        busy = sum(s.busy_s for s in states)
-        return busy / (sum(s.servers for s in states) * self.makespan_s)
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default)."""
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def simulate_release(
-    workflows: Sequence[WorkflowSpec],
-    arrivals: Sequence[float],
-    servers: dict[str, int],
-    scheduler: ReleaseScheduler,
-    dispatch_s: float = 0.0,
-) -> ReleaseRun:
-    """Run every workflow to completion under `scheduler`; a heap of timed events, ties broken
-    by insertion order, so a run is a pure function of its inputs."""
-    executors = {name: ExecutorState(name, count) for name, count in servers.items()}
-    runs = [
-        Workflow(
-            i,
-            spec,
-            arrivals[i],
-            [Step(i, k, s, len(s.deps)) for k, s in enumerate(spec.steps)],
-        )
-        for i, spec in enumerate(workflows)
-    ]
-    events: list[tuple[float, int, int, object]] = []
-    seq = 0
-
-    def push(time: float, kind: int, payload: object) -> None:
-        nonlocal seq
-        seq += 1
-        heapq.heappush(events, (time, seq, kind, payload))
-
-    def pump(ex: ExecutorState, now: float) -> None:
-        while (step := scheduler.choose(ex, now)) is not None:
-            step.released_s = now
-            ex.in_transit += 1
-            push(now + dispatch_s, _DISPATCHED, step)
-
-    def start_queued(ex: ExecutorState, now: float) -> None:
-        while ex.busy < ex.servers and ex.queue:
-            step = ex.queue.popleft()
-            ex.busy += 1
-            ex.max_busy = max(ex.max_busy, ex.busy)
-            step.started_s = now
-            starved = now - ex.idle_marks.popleft() if ex.idle_marks else 0.0
-            scheduler.started(step, ex, now - step.arrived_s, starved)
-            push(now + step.spec.service_s, _FINISH, step)
-
-    def mark_idle(ex: ExecutorState, now: float) -> None:
-        """Note servers left idle while the scheduler holds work for them back."""
-        backlog = min(ex.servers - ex.busy, scheduler.held(ex.name))
-        while len(ex.idle_marks) < backlog:
-            ex.idle_marks.append(now)
-
-    def make_ready(step: Step, wf: Workflow, now: float) -> None:
-        step.ready_s = now
-        scheduler.ready(step, wf, now)
-        pump(executors[step.executor], now)
-
-    for wf in runs:
-        push(wf.arrival_s, _ARRIVE, wf)
-    now = 0.0
-    while events:
-        now, _, kind, payload = heapq.heappop(events)
-        if kind == _ARRIVE:
-            wf = payload  # type: ignore[assignment]
-            for step in wf.steps:
-                if not step.waiting_deps:
-                    make_ready(step, wf, now)
-        elif kind == _DISPATCHED:
-            step = payload  # type: ignore[assignment]
-            ex = executors[step.executor]
-            ex.in_transit -= 1
-            step.arrived_s = now
-            ex.queue.append(step)
-            start_queued(ex, now)
-        else:
-            step = payload  # type: ignore[assignment]
-            ex = executors[step.executor]
-            ex.busy -= 1
-            ex.busy_s += step.spec.service_s
-            step.finished_s = now
-            scheduler.finished(step, ex, now)
-            wf = runs[step.workflow]
-            wf.done += 1
-            if wf.done == len(wf.steps):
-                wf.finish_s = now
-                scheduler.workflow_finished(wf, now)
-            start_queued(ex, now)
-            mark_idle(ex, now)
-            pump(ex, now)
-            for j in step.spec.succs:
-                succ = wf.steps[j]
-                succ.waiting_deps -= 1
-                if not succ.waiting_deps:
-                    make_ready(succ, wf, now)
-    return ReleaseRun(
-        scheduler=scheduler.name,
-        workflows=runs,
-        executors=executors,
-        flow_s=[wf.finish_s - wf.arrival_s for wf in runs],
-        makespan_s=now,
-    )
 
 
 def make_scheduler(
@@ -720,69 +451,3 @@ def make_scheduler(
 
 
 SCHEDULERS = ("eager", "tail_risk")
-
-
-# --------------------------------------------------------------------------- benchmark
-
-
-def release_benchmark(
-    params: Params,
-    pool_path: str | Path,
-    n_workflows: int = 2000,
-    loads: Sequence[float] = (0.5, 0.9),
-    seed: int = 0,
-    release: ReleaseParams | None = None,
-    schedulers: Sequence[str] = SCHEDULERS,
-) -> list[dict]:
-    """Flow-time statistics of each scheduler at each load, on the same workflows and the same
-    arrival draws (only the rate changes with the load)."""
-    release = release or params.release
-    pool = load_sim_pool(params, pool_path)
-    workflows = build_workflows(params, pool, n_workflows, seed)
-    servers = servers_per_executor(pool, release.capacity_scale)
-    rows = []
-    for load in loads:
-        rate = arrival_rate(workflows, servers, load)
-        arrivals = arrival_times(rate, n_workflows, seed)
-        for name in schedulers:
-            scheduler = make_scheduler(name, pool.profiles, release)
-            run = simulate_release(workflows, arrivals, servers, scheduler, release.dispatch_s)
-            rows.append(
-                {
-                    "load": load,
-                    "scheduler": name,
-                    "n": n_workflows,
-                    "rate_per_s": rate,
-                    "p50": run.p50,
-                    "p95": run.p95,
-                    "p99": quantile(run.flow_s, 0.99),
-                    "mean": run.mean,
-                    "throughput": run.throughput,
-                    "utilisation": run.utilisation(),
-                    "max_utilisation": max(run.utilisation(e) for e in servers),
-                }
-            )
-    return rows
-
-
-def release_markdown(rows: Sequence[dict]) -> str:
-    """P50 and P95 flow time per load: eager, tail_risk, and tail_risk's relative change."""
-    by_load: dict[float, dict[str, dict]] = {}
-    for row in rows:
-        by_load.setdefault(row["load"], {})[row["scheduler"]] = row
-    lines = [
-        "| load | P50 eager (s) | P50 tail_risk (s) | P50 change | "
-        "P95 eager (s) | P95 tail_risk (s) | P95 change |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for load in sorted(by_load):
-        eager = by_load[load].get("eager")
-        tail = by_load[load].get("tail_risk")
-        if eager is None or tail is None:
-            continue
-        cells = [f"{load:g}"]
-        for stat in ("p50", "p95"):
-            change = (tail[stat] - eager[stat]) / eager[stat]
-            cells += [f"{eager[stat]:.2f}", f"{tail[stat]:.2f}", f"{change:+.1%}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

@@ -1,0 +1,463 @@
+"""Every knob of every stage (params.yaml). Defaults here are the embedded CPU default."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from easy_core.core.config import load_yaml_model, validate_model
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LimitParams(_Section):
+    max_steps_per_plan: int = Field(64, ge=1)
+
+
+class RuntimeParams(_Section):
+    max_milestones: int = Field(4, ge=1)
+    step_timeout_s: float = Field(300.0, gt=0, description="the longest any call may take")
+    step_timeout_factor: float = Field(
+        3.0, ge=0, description="a call times out at this times its predicted latency (0: off)"
+    )
+    repair_turns: int = Field(1, ge=0)
+
+
+class ResilienceParams(_Section):
+    """What the engine does when an executor call fails (error, timeout, empty or malformed
+    output): retry with backoff, then fall back to the next cheapest capable executor; a
+    per-executor circuit breaker skips an executor that keeps failing."""
+
+    attempts_per_executor: int = Field(3, ge=1)
+    max_attempts: int = Field(5, ge=1, description="attempts per step over all executors")
+    backoff_s: float = Field(0.2, ge=0)
+    backoff_factor: float = Field(2.0, ge=1)
+    fallback: bool = True
+    breaker_failures: int = Field(5, ge=1, description="consecutive failures that open it")
+    breaker_cooldown_s: float = Field(30.0, ge=0)
+
+
+class CapabilityParams(_Section):
+    difficulty_slope: float = Field(
+        0.6, ge=0, description="logit change of success per difficulty level away from 3"
+    )
+
+
+class ExecutorParams(_Section):
+    """Executors that run in this process (`hf` backend)."""
+
+    hf_threads: int = Field(2, ge=1, description="torch threads for in-process models")
+    hf_batch_size: int = Field(4, ge=1, description="steps generated together in one batch")
+    hf_batch_window_s: float = Field(0.02, ge=0, description="wait for companions of a batch")
+
+
+class SimParams(_Section):
+    shared_hardness: float = Field(
+        0.7, ge=0, le=1, description="correlation of outcomes across executors on one subtask"
+    )
+    missing_context_penalty: float = Field(
+        0.3, ge=0, le=1, description="success multiplier per prerequisite result missing in context"
+    )
+    multi_cover_factor: float = Field(
+        0.95, ge=0, le=1, description="success multiplier for each further subtask in one step"
+    )
+    latency_jitter: float = Field(0.1, ge=0, description="lognormal sigma of step latency")
+    budget_usd_per_1m_tokens: float = Field(
+        12.0, gt=0, description="task cost budget: its tokens times this price"
+    )
+    budget_time_factor: float = Field(
+        3.0, gt=0, description="task time budget: this times its critical path at 40 tok/s"
+    )
+
+
+class RewardParams(_Section):
+    w_correct: float = 1.0
+    w_efficiency: float = 0.3
+    w_completeness: float = 0.2
+    cost_share: float = Field(
+        0.5, ge=0, le=1, description="weight of cost against makespan inside efficiency"
+    )
+
+
+SIM_POOLS = ["configs/pools/sim-default.yaml", "configs/pools/sim-unseen.yaml"]
+SIM_POOLS_DEFAULT = SIM_POOLS[0]
+
+
+class PolicyParams(_Section):
+    greedy_threshold: float = Field(0.75, ge=0, le=1)
+    progress_model: str = Field(
+        "models/progress.npz", description="the `progress` policy's predictor (`easy train-policy`)"
+    )
+    graph_model: str = Field(
+        "models/graph.pt", description="the `graph` dispatcher's network (`easy train-policy`)"
+    )
+    cost_weight: float = Field(
+        2.0,
+        ge=0,
+        description="learned policies: log task success traded for spending the whole cost "
+        "budget (higher: cheaper plans)",
+    )
+    time_weight: float = Field(
+        0.5, ge=0, description="the same for time: log success per whole time budget"
+    )
+
+
+class PolicyTrainingParams(_Section):
+    """Traces and offline training of the learned policies (`progress`, `graph`)."""
+
+    pool: str = SIM_POOLS_DEFAULT
+    trace_policies: list[str] = Field(default_factory=lambda: ["random", "greedy"])
+    n_tasks: int = Field(2000, ge=10)
+    seed: int = 0
+    hidden: int = Field(32, ge=4)
+    epochs: int = Field(60, ge=1)
+    learning_rate: float = Field(0.01, gt=0)
+    knn_k: int = Field(25, ge=1)
+    knn_reference_rows: int = Field(5000, ge=100)
+    holdout: float = Field(0.2, gt=0, lt=1, description="share of tasks that fit the gate")
+
+
+class EvalParams(_Section):
+    """Defaults of `easy eval` when its options are not given."""
+
+    suite: str = "sim"
+    split: Literal["train", "test"] = "test"
+    n: int = Field(500, ge=1)
+    seed: int = 0
+    shard_size: int = Field(250, ge=1, description="episodes per resumable shard of `--out`")
+
+
+BASELINE_POLICIES = ["strongest", "cheapest", "random", "greedy", "oracle"]
+
+
+class PipelineParams(_Section):
+    """How the Prefect flows run their tasks."""
+
+    task_retries: int = Field(2, ge=0)
+    task_retry_delay_s: list[float] = Field(
+        default_factory=lambda: [1.0, 5.0, 20.0], description="backoff between task retries"
+    )
+    task_timeout_s: float = Field(1800.0, gt=0)
+    max_workers: int = Field(64, ge=1, description="threads running concurrent Prefect tasks")
+    result_storage: str | None = Field(
+        None,
+        description="where Prefect persists task results: a local folder or an fsspec URL such "
+        "as s3://bucket/prefix (credentials and endpoint from the environment); None: Prefect's "
+        "default (~/.prefect/storage)",
+    )
+
+
+class ProfileParams(_Section):
+    pools: list[str] = Field(default_factory=lambda: list(SIM_POOLS))
+    suites: list[str] = Field(default_factory=lambda: ["sim"])
+    n_tasks: int = Field(300, ge=1)
+    seed: int = 0
+
+
+class RealSuiteData(_Section):
+    """Teacher turns on a real suite's training split."""
+
+    suite: str = "research"
+    # gpu-vllm: models that can synthesise an answer (the CPU pool's 135M models measure 0, so
+    # its replay yields no successful trajectory to learn from)
+    pool: str = "configs/pools/gpu-vllm.yaml"
+    n_tasks: int = Field(56, ge=1)
+    executors: Literal["replay", "real"] = Field(
+        "replay",
+        description="replay: the pool's measured profile replayed by sim executors (fast, no "
+        "model or server); real: the pool's executors themselves (servers must be up)",
+    )
+
+
+class SftDataParams(_Section):
+    teacher: str = "greedy"
+    pool: str = SIM_POOLS[0]
+    n_tasks: int = Field(400, ge=1)
+    random_pools: int = Field(
+        0, ge=0, description="pools drawn at random (easy_core.random_pools) to teach card reading"
+    )
+    random_pool_tasks: int = Field(10, ge=1, description="training tasks per drawn pool")
+    seed: int = 0
+    real: list[RealSuiteData] = Field(default_factory=lambda: [RealSuiteData()])
+
+
+class RolloutParams(_Section):
+    policy: str = "greedy"
+    pool: str = SIM_POOLS[0]
+    shards: int = Field(4, ge=1)
+    episodes_per_shard: int = Field(500, ge=1)
+    seed: int = 0
+    tree_policy: str = Field("greedy-sample", description="a sampling policy for tree rollouts")
+    tree_tasks: int = Field(200, ge=0, description="training tasks grown as trees (0: none)")
+    tree_k: int = Field(2, ge=1, description="alternatives at each decision")
+    tree_depth: int = Field(3, ge=1, description="decisions that branch")
+    advantage_scope: Literal["siblings", "tree"] = "siblings"
+
+
+class EvaluateParams(_Section):
+    pools: list[str] = Field(default_factory=lambda: list(SIM_POOLS))
+    policies: list[str] = Field(default_factory=lambda: list(BASELINE_POLICIES))
+    n: int = Field(500, ge=1)
+    seed: int = 0
+
+
+class InferenceParams(_Section):
+    pool: str = SIM_POOLS[0]
+    policy: str = "greedy"
+
+
+class PrefixParams(_Section):
+    """The prefix-aware ordering benchmark (`easy bench prefix`)."""
+
+    system_tokens: int = Field(600, ge=0, description="system prompt and executor card tokens")
+    cache_tokens: int = Field(4000, ge=0, description="prefix cache size of one server")
+    cached_speedup: float = Field(20.0, ge=1, description="prefill speed-up on cached tokens")
+    cached_price: float = Field(0.1, ge=0, le=1, description="price of cached input tokens")
+    max_bypass: int = Field(8, ge=0, description="times a step may be passed over")
+    workflows: int = Field(200, ge=1)
+    concurrent: int = Field(24, ge=1, description="workflows in flight at once")
+
+
+class ReleaseParams(_Section):
+    """Knobs of the release simulation and of the `tail_risk` scheduler."""
+
+    # the objective: (1 - alpha_w) E[flow time] + alpha_w CVaR_beta[flow time]
+    alpha_w: float = Field(
+        0.5, ge=0, le=1, description="weight of CVaR against the mean in the objective"
+    )
+    beta: float = Field(
+        0.7,
+        gt=0,
+        lt=1,
+        description="CVaR level: the worst 1-beta tail. To pull in the P95, act on workflows "
+        "heading for a wider tail (0.7 beat 0.8 and 0.9 on P95 at load 0.9)",
+    )
+    kappa: float = Field(1.0, ge=0, description="scale of the CVaR term in the release index")
+    contender_beta: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="in a burst, the share of contenders below the tail threshold; None: beta. "
+        "Lower favours P95 over P99 (a few workflows wait longest so more finish sooner)",
+    )
+    tail_memory: int = Field(
+        500, ge=1, description="finished workflows whose flow times give the tail threshold"
+    )
+    threshold_every: int = Field(
+        10, ge=1, description="recompute the tail threshold every this many finished workflows"
+    )
+    # online estimates of step work and waiting
+    prior_weight: float = Field(
+        5.0, gt=0, description="pseudo-observations behind the latency-model prior of step work"
+    )
+    prior_cv: float = Field(0.5, ge=0, description="prior coefficient of variation of step work")
+    size_aware: bool = Field(
+        True, description="scale work estimates by each step's stated token sizes"
+    )
+    wait_rate: float = Field(
+        0.02, gt=0, le=1, description="weight of each new observation in the mean wait"
+    )
+    # the in-flight window
+    window_init: float | None = Field(
+        None, ge=0, description="initial in-flight window per executor; None: Little's law"
+    )
+    window_gain: float = Field(
+        0.25, ge=0, description="window decrease when released work waits behind a start"
+    )
+    window_max: float = Field(64.0, ge=0)
+    # the simulated system
+    dispatch_s: float = Field(
+        0.1, ge=0, description="time from a release until the step reaches its executor"
+    )
+    capacity_scale: float = Field(
+        0.5, gt=0, description="servers per executor relative to its max_concurrency"
+    )
+
+
+# --------------------------------------------------------------------------- workflows
+
+
+class SftParams(_Section):
+    """SFT warm start of the LLM orchestrator (stage `train`, `easy train-sft`)."""
+
+    base_model: str = Field(
+        "smollm2-135m", description="a packaged model name or a checkpoint folder"
+    )
+    data: str = "data/sft/train.jsonl"
+    out: str = "models/sft"
+    max_examples: int = Field(64, ge=1)
+    max_steps: int = Field(8, ge=1)
+    learning_rate: float = Field(2e-4, gt=0)
+    batch_size: int = Field(1, ge=1)
+    grad_accum: int = Field(1, ge=1)
+    max_length: int = Field(2048, ge=64)
+    train_layers: int = Field(
+        6, ge=0, description="top decoder layers trained, the rest frozen (0: all)"
+    )
+    lora: bool = False
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = Field(32, ge=1)
+    threads: int = Field(2, ge=1)
+    seed: int = 0
+
+
+class GrpoParams(_Section):
+    """GRPO on tree rollouts (`easy train-grpo`); the group size is rollouts.tree_k."""
+
+    base_model: str = Field("models/sft", description="the SFT checkpoint (or a packaged model)")
+    out: str = "models/grpo"
+    tasks: int = Field(8, ge=1, description="training tasks whose trees give the prompts")
+    tree_depth: int = Field(
+        1, ge=1, description="prompts from tree nodes above this depth (1: the roots only)"
+    )
+    prompts_per_step: int = Field(1, ge=1)
+    max_steps: int = Field(2, ge=1)
+    learning_rate: float = Field(1e-5, gt=0)
+    beta: float = Field(0.04, ge=0, description="KL weight against the reference model")
+    max_completion_length: int = Field(384, ge=16)
+    temperature: float = Field(1.0, gt=0)
+    executor_temperature: float | None = Field(
+        None,
+        gt=0,
+        description="structured sampling: the temperature of the executor names alone (None: "
+        "`temperature`); higher explores the executor choice a warm start has collapsed",
+    )
+    loss_tokens: Literal["all", "executors"] = Field(
+        "all",
+        description="the completion tokens the loss trains (structured sampling): all, or the "
+        "executor names only (the choice the reward turns on; with all, the free-text "
+        "instructions take most of the gradient)",
+    )
+    train_layers: int = Field(6, ge=0)
+    lora: bool = False
+    lora_r: int = Field(16, ge=1)
+    use_vllm: bool = Field(False, description="GPU only: generation by `trl vllm-serve`")
+    reward_worlds: int = Field(
+        1,
+        ge=1,
+        description="a root prompt's completion is scored as its mean episode reward over this "
+        "many simulated worlds (outcome seeds): the reward of the plan, not of one lucky draw",
+    )
+    structured: bool = Field(
+        True,
+        description="sample each group under its prompt's plan schema, as the `easy` policy "
+        "decodes (in process; with use_vllm, TRL's own sampling)",
+    )
+    continuation: str = Field(
+        "greedy-once",
+        description="the policy that plays an episode on after the sampled turn; `greedy-once` "
+        "never retries a doubted result, as the orchestrator's task grammar cannot: with "
+        "`greedy`'s retries a cheap first plan is worth more than the orchestrator can make it",
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group",
+        description="advantage = reward - group mean, divided by the group's (or batch's) "
+        "standard deviation, or by nothing (`none`, Dr. GRPO): when every sample of a group "
+        "fails, dividing by its tiny spread turns cost noise into full-size advantages",
+    )
+    guide: list[str] = Field(
+        default_factory=list,
+        description="off-policy guidance (LUFFY): at each root prompt these policies' first "
+        "plans are scored by the reward hook and the best one takes the place of the group's "
+        "last sample; the group's advantages then say how much of it to learn ([]: none)",
+    )
+    renamed_pools: int = Field(
+        0,
+        ge=0,
+        description="each root prompt is also shown with this many copies of the pool whose "
+        "executors carry other names, cards in shuffled order (the reward maps them back): "
+        "the policy must read the cards rather than learn the training pool's names",
+    )
+    random_pools: int = Field(
+        0,
+        ge=0,
+        description="each root prompt is also shown with this many pools drawn at random "
+        "(easy_core.random_pools: other names, capabilities, prices), scored in the simulator "
+        "with the drawn pool",
+    )
+    threads: int = Field(2, ge=1)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _executor_options_need_in_process_sampling(self) -> GrpoParams:
+        aimed = (
+            self.executor_temperature is not None
+            or self.loss_tokens == "executors"
+            or bool(self.guide)
+        )
+        if aimed and (self.use_vllm or not self.structured):
+            raise ValueError(
+                "executor_temperature, loss_tokens: executors and guide act in the in-process "
+                "structured sampling only: set structured: true and use_vllm: false, or drop them"
+            )
+        return self
+
+
+class OrchestratorParams(_Section):
+    """The LLM orchestrator behind the `easy` policy."""
+
+    model: str = Field(
+        "models/sft", description="checkpoint folder, or a packaged model name (smollm2-135m)"
+    )
+    backend: Literal["hf", "openai"] = "hf"
+    endpoint: str | None = Field(None, description="openai backend: base URL ending in /v1")
+    api_key_env: str | None = None
+    structured: bool = Field(
+        True, description="openai backend: ask the server for JSON-schema-constrained output"
+    )
+    schema_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema",
+        description="how the schema is sent: OpenAI-style json_schema (vLLM, OpenAI, llama.cpp's "
+        "llama-server) or json_object with a `schema` field (llama-cpp-python's server)",
+    )
+    max_new_tokens: int = Field(1024, ge=16)
+    temperature: float = Field(0.0, ge=0)
+    threads: int = Field(2, ge=1)
+    batch_size: int = Field(
+        8,
+        ge=1,
+        description="in process, simulated pools, greedy decoding: episodes advance in lockstep "
+        "and this many turns share one generate call (`policies/lockstep.py`)",
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="openai backend: server-specific request fields, e.g. {repeat_penalty: 1.0} "
+        "for llama-cpp-python, whose default 1.1 penalises the tokens a JSON plan must repeat",
+    )
+
+
+class Params(_Section):
+    limits: LimitParams = LimitParams()
+    runtime: RuntimeParams = RuntimeParams()
+    resilience: ResilienceParams = ResilienceParams()
+    capability: CapabilityParams = CapabilityParams()
+    sim: SimParams = SimParams()
+    executors: ExecutorParams = ExecutorParams()
+    reward: RewardParams = RewardParams()
+    policies: PolicyParams = PolicyParams()
+    policy_training: PolicyTrainingParams = PolicyTrainingParams()
+    prefix: PrefixParams = PrefixParams()
+    sft: SftParams = SftParams()
+    grpo: GrpoParams = GrpoParams()
+    orchestrator: OrchestratorParams = OrchestratorParams()
+    release: ReleaseParams = ReleaseParams()
+    eval: EvalParams = EvalParams()
+    pipeline: PipelineParams = PipelineParams()
+    profile: ProfileParams = ProfileParams()
+    sft_data: SftDataParams = SftDataParams()
+    rollouts: RolloutParams = RolloutParams()
+    evaluate: EvaluateParams = EvaluateParams()
+    nightly: EvaluateParams = EvaluateParams(n=1000)
+    inference: InferenceParams = InferenceParams()
+
+
+def load_params(path: str | Path | None, overrides: Sequence[str] = ()) -> Params:
+    """Read params.yaml (`None`: the embedded defaults) with `section.field=value` overrides."""
+    if path is None:
+        return validate_model({}, Params, "embedded defaults", overrides)
+    return load_yaml_model(path, Params, overrides)

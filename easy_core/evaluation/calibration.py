@@ -1,0 +1,114 @@
+"""How far the simulator can be trusted: a measured profile replayed by sim executors, against
+the real executors on held-out tasks.
+
+For every (executor, domain) the profile covers, the real executor solves the subtasks of `n`
+test tasks (training tasks made the profile), and the simulator gives its success probability
+for the same subtasks from the profile (at each subtask's difficulty). Reported per pair, with
+the Pearson correlation and the mean absolute error over pairs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from easy_core.core.errors import ConfigError
+from easy_core.core.schemas import Task
+from easy_core.core.stats import mean
+from easy_core.evaluation.profiling import measure_real_pool
+from easy_core.executors.pool import ExecutorPool
+from easy_core.world.sim_world import SimWorld
+from easy_core.world.suites import Suite
+
+
+class CalibrationRow(BaseModel):
+    executor: str
+    domain: str
+    n: int
+    measured: float
+    ci95: tuple[float, float]
+    simulated: float
+    profile_n: int
+
+
+class CalibrationReport(BaseModel):
+    pool: str
+    suites: list[str]
+    n_tasks: int
+    rows: list[CalibrationRow]
+    pearson: float | None
+    mean_abs_error: float
+
+
+def pearson(xs: list[float], ys: list[float]) -> float | None:
+    """Pearson r, or None with fewer than 3 pairs or a constant side."""
+    if len(xs) < 3:
+        return None
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:
+        return None
+
+
+def calibrate(
+    pool: ExecutorPool,
+    suites: list[tuple[str, Suite]],
+    n_tasks: int,
+    seed: int,
+    world: SimWorld,
+    on_sample: Callable[[], None] | None = None,
+) -> CalibrationReport:
+    work: list[tuple[Task, Callable]] = []
+    for name, suite in suites:
+        check = getattr(suite, "check_subtask", None)
+        if check is None:
+            raise ConfigError(f"suite {name!r} cannot check single subtasks; it cannot calibrate")
+        work += [(t, check) for t in suite.tasks("test", n_tasks, seed)]
+    measured, _ = measure_real_pool(pool, work, seed, on_sample)
+    profiles = {p.name: p for p in pool.profiles}
+    rows = []
+    for m in measured:
+        profile = profiles[m.executor]
+        subs = [s for t, _ in work for s in t.subtasks if s.skill == m.domain]
+        prior = profile.capability.get(m.domain)
+        rows.append(
+            CalibrationRow(
+                executor=m.executor,
+                domain=m.domain,
+                n=m.n,
+                measured=m.success,
+                ci95=m.ci95,
+                simulated=mean([world.success_probability(profile, s) for s in subs]),
+                profile_n=prior.n if prior else 0,
+            )
+        )
+    xs, ys = [r.simulated for r in rows], [r.measured for r in rows]
+    return CalibrationReport(
+        pool=pool.name,
+        suites=[name for name, _ in suites],
+        n_tasks=n_tasks,
+        rows=rows,
+        pearson=pearson(xs, ys),
+        mean_abs_error=mean([abs(x - y) for x, y in zip(xs, ys, strict=True)]),
+    )
+
+
+def calibration_markdown(report: CalibrationReport) -> str:
+    lines = [
+        "| executor | domain | n (test) | measured | 95% CI | simulated | profile n |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in report.rows:
+        lines.append(
+            f"| {r.executor} | {r.domain} | {r.n} | {r.measured:.3f} | "
+            f"{r.ci95[0]:.2f}-{r.ci95[1]:.2f} | {r.simulated:.3f} | {r.profile_n} |"
+        )
+    r_text = "n/a" if report.pearson is None else f"{report.pearson:.3f}"
+    lines.append("")
+    lines.append(
+        f"Pearson r (simulated vs measured, {len(report.rows)} pairs): {r_text}; "
+        f"mean absolute error {report.mean_abs_error:.3f}"
+    )
+    return "\n".join(lines) + "\n"

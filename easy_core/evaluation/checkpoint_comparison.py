@@ -1,0 +1,119 @@
+"""LLM orchestrator checkpoints (e.g. SFT, then GRPO) and the baselines on the same held-out
+tasks and seeds: success, cost, makespan, mean reward, and the paired difference in mean
+reward between the last checkpoint and the first (per task, with its 95% bootstrap interval).
+Given a folder, each evaluation is kept there and reused on the next run while its checkpoint,
+the params its episodes read (not the training sections: evaluation.NOT_READ_BY_EPISODES), pool
+and tasks are unchanged: a new GRPO checkpoint against the same SFT reference
+costs only its own episodes, and a killed comparison keeps what it finished."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from easy_core.core.params import Params
+from easy_core.core.schemas import EvalMetrics, Trajectory
+from easy_core.core.stats import paired_difference
+from easy_core.evaluation.evaluate import EvalSpec, evaluate, evaluate_resumable
+from easy_core.learning.checkpoints import checkpoint_digest
+from easy_core.policies.batch import ProgressCallback
+
+
+def compare_checkpoints(
+    params: Params,
+    pool: str | Path,
+    models: dict[str, str],
+    baselines: list[str],
+    n: int,
+    seed: int = 0,
+    on_episode: ProgressCallback | None = None,
+    runs_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """`models`: label -> checkpoint (the first is the reference of the difference).
+    `runs_dir`: keep each evaluation in RUNS_DIR/<pool>/<label> and reuse it (module doc)."""
+
+    def run(
+        name: str, policy: str, settings: Params, model: str | None
+    ) -> tuple[EvalMetrics, list[Trajectory]]:
+        spec = EvalSpec("sim", policy, pool, n, seed)
+        if runs_dir is None:
+            return evaluate(spec, settings, on_episode)
+        identity = {"checkpoint": checkpoint_digest(model)} if model else None
+        folder = Path(runs_dir) / Path(pool).stem / name
+        return evaluate_resumable(spec, settings, folder, on_episode, identity)
+
+    rows: list[dict[str, Any]] = []
+    rewards: dict[str, list[float]] = {}
+    for label, model in models.items():
+        orchestrator = params.orchestrator.model_copy(update={"model": model})
+        with_model = params.model_copy(update={"orchestrator": orchestrator})
+        metrics, trajectories = run(label, "easy", with_model, model)
+        rewards[label] = [t.reward.total for t in trajectories]
+        rows.append({"name": label, "model": model, **metrics.model_dump()})
+    for policy in baselines:
+        metrics, _ = run(policy, policy, params, None)
+        rows.append({"name": policy, "model": None, **metrics.model_dump()})
+    labels = list(models)
+    result: dict[str, Any] = {"pool": str(pool), "n": n, "seed": seed, "rows": rows}
+    if len(labels) > 1:
+        diff, interval = paired_difference(rewards[labels[0]], rewards[labels[-1]])
+        better = sum(b > a for a, b in zip(rewards[labels[0]], rewards[labels[-1]], strict=True))
+        worse = sum(b < a for a, b in zip(rewards[labels[0]], rewards[labels[-1]], strict=True))
+        result["difference"] = {
+            "of": labels[-1],
+            "against": labels[0],
+            "mean_reward": diff,
+            "ci95": interval,
+            "tasks_better": better,
+            "tasks_worse": worse,
+        }
+    return result
+
+
+def comparison_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"Pool `{result['pool']}`, {result['n']} held-out sim tasks (seed {result['seed']}).",
+        "",
+        "| orchestrator | success | 95% interval | mean cost (USD) | mean makespan (s) "
+        "| mean reward | invalid-plan ends |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        low, high = row["success_ci95"]
+        lines.append(
+            f"| {row['name']} | {row['success_rate']:.3f} | {low:.2f}-{high:.2f} "
+            f"| {row['mean_cost_usd']:.4f} | {row['mean_makespan_s']:.1f} "
+            f"| {row['mean_reward']:.3f} | {row['end_reasons'].get('invalid_plan', 0)} |"
+        )
+    if "difference" in result:
+        d = result["difference"]
+        low, high = d["ci95"]
+        lines += [
+            "",
+            f"Mean reward, {d['of']} - {d['against']} on the same tasks: "
+            f"**{d['mean_reward']:+.4f}** (95% bootstrap interval {low:+.4f} to {high:+.4f}; "
+            f"better on {d['tasks_better']} tasks, worse on {d['tasks_worse']}).",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_plot(results: list[dict[str, Any]], path: str | Path) -> Path:
+    """Mean reward of every orchestrator, one panel per pool."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from easy_core.evaluation.plots import save_figure
+
+    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 3.6), squeeze=False)
+    for ax, result in zip(axes[0], results, strict=True):
+        names = [row["name"] for row in result["rows"]]
+        colors = ["tab:blue" if row["model"] else "tab:gray" for row in result["rows"]]
+        ax.bar(names, [row["mean_reward"] for row in result["rows"]], color=colors)
+        ax.set_title(f"{Path(result['pool']).stem}, {result['n']} held-out tasks")
+        ax.set_ylabel("mean reward")
+        ax.tick_params(axis="x", rotation=30)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("LLM orchestrator checkpoints (blue) and baselines (gray)")
+    return save_figure(fig, path)

@@ -1,0 +1,290 @@
+"""Executor profiling: measure each executor's success per domain (with its count and Wilson
+interval), tokens, latency and cost, and write them where the pool reads them.
+
+Each executor solves subtasks of training tasks alone, with correct prerequisite results in its
+context. For the sim backend that is the capability the simulator draws outcomes from (every
+subtask); a real executor is measured on the domains its pool entry declares (a retrieval tool
+is not asked to write code), by the suite's own subtask checker, and a latency model is fitted to
+its calls (least squares of latency on output tokens: intercept = time to first token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel
+
+from easy_core.core.config import load_yaml_model
+from easy_core.core.errors import ConfigError
+from easy_core.core.schemas import (
+    DomainCapability,
+    LatencyModel,
+    MeasuredExecutor,
+    MeasuredProfile,
+    StepResult,
+    Subtask,
+    Task,
+)
+from easy_core.core.stats import mean, wilson_interval
+from easy_core.core.storage import atomic_write_text
+from easy_core.executors.base import StepRequest
+from easy_core.executors.pool import ExecutorPool
+from easy_core.world.suites import Suite
+
+
+class DomainMeasurement(BaseModel):
+    executor: str
+    domain: str
+    n: int
+    success: float
+    ci95: tuple[float, float]
+    mean_tokens_in: float
+    mean_tokens_out: float
+    mean_latency_s: float
+    mean_cost_usd: float
+
+
+def _context(task: Task, subtask_id: str) -> tuple[StepResult, ...]:
+    sub = task.subtask(subtask_id)
+    return tuple(
+        StepResult(
+            step_id=f"given-{dep}",
+            executor="given",
+            status="ok",
+            output=task.subtask(dep).gold
+            if task.suite != "sim"
+            else f"{dep}={task.subtask(dep).gold}",
+            tokens_out=task.subtask(dep).output_tokens,
+            sub_answers={dep: task.subtask(dep).gold},
+        )
+        for dep in sub.depends_on
+    )
+
+
+Sample = tuple[bool, StepResult]
+SubtaskChecker = Callable[[Task, Subtask, str], bool]
+
+
+def _request(task: Task, sub: Subtask, max_output_tokens: int, seed: int) -> StepRequest:
+    return StepRequest(
+        step_id=f"profile-{sub.id}",
+        instruction=sub.instruction or f"Solve {sub.id}.",
+        task=task,
+        covers=(sub.id,),
+        inputs=_context(task, sub.id),
+        max_output_tokens=max_output_tokens,
+        seed=seed,
+    )
+
+
+async def _measure_real(
+    executor: object,
+    work: list[tuple[Task, Subtask, SubtaskChecker]],
+    seed: int,
+    on_sample: Callable[[], None] | None,
+) -> list[tuple[str, bool, StepResult]]:
+    profile = executor.profile  # type: ignore[attr-defined]
+    slots = asyncio.Semaphore(profile.max_concurrency)
+
+    async def one(task: Task, sub: Subtask, check: SubtaskChecker) -> tuple[str, bool, StepResult]:
+        async with slots:
+            started = time.monotonic()
+            result = await executor.run(  # type: ignore[attr-defined]
+                _request(task, sub, profile.max_output_tokens, seed)
+            )
+            if not result.latency_s:
+                result.latency_s = time.monotonic() - started
+        if on_sample is not None:
+            on_sample()
+        return sub.skill, result.status == "ok" and check(task, sub, result.output), result
+
+    return list(await asyncio.gather(*(one(*item) for item in work)))
+
+
+def informative(task: Task, subtask: Subtask) -> bool:
+    """Whether a subtask measures anything: a suite marks the ones any answer passes (the
+    spare moves of a TextWorld game after it is won) with `metadata["uninformative"]`."""
+    return subtask.id not in task.metadata.get("uninformative", ())
+
+
+def fit_latency(results: list[StepResult]) -> LatencyModel | None:
+    """Least squares of latency on output tokens; None when the calls cannot separate the two
+    (fewer than 3, or all of one length)."""
+    points = [(r.tokens_out, r.latency_s) for r in results if r.status == "ok" and r.tokens_out]
+    if len(points) < 3:
+        return None
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    try:
+        slope, intercept = statistics.linear_regression(xs, ys)
+    except statistics.StatisticsError:  # every call produced the same number of tokens
+        return None
+    if slope <= 0:  # tools: latency does not grow with output
+        mx, my = mean(xs), mean(ys)
+        return LatencyModel(ttft_s=round(my, 4), tokens_per_s=round(mx / max(my, 1e-6), 1))
+    return LatencyModel(ttft_s=round(max(0.0, intercept), 4), tokens_per_s=round(1 / slope, 2))
+
+
+def measure_real_pool(
+    pool: ExecutorPool,
+    tasks: list[tuple[Task, SubtaskChecker]],
+    seed: int,
+    on_sample: Callable[[], None] | None = None,
+) -> tuple[list[DomainMeasurement], dict[str, LatencyModel]]:
+    """Every executor on the subtasks of `tasks` in the domains its pool entry declares; one
+    executor at a time (CPU models would otherwise share the cores), its calls concurrent up
+    to its `max_concurrency` (so in-process models batch them)."""
+    samples: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+    latencies: dict[str, LatencyModel] = {}
+    for name, executor in pool.executors.items():
+        declared = set(executor.profile.capability)
+        work = [
+            (t, sub, check)
+            for t, check in tasks
+            for sub in t.subtasks
+            if sub.skill in declared and informative(t, sub)
+        ]
+        if not work:
+            continue
+        rows = asyncio.run(_measure_real(executor, work, seed, on_sample))
+        for skill, ok, result in rows:
+            samples[name, skill].append((ok, result))
+        fitted = fit_latency([r for _, _, r in rows])
+        if fitted is not None:
+            latencies[name] = fitted
+    return _summarize(samples), latencies
+
+
+def measured_profile(
+    pool: ExecutorPool,
+    measurements: list[DomainMeasurement],
+    latencies: dict[str, LatencyModel],
+    suites: list[str],
+    n_tasks: int,
+    seed: int,
+) -> MeasuredProfile:
+    executors: dict[str, MeasuredExecutor] = {}
+    for m in measurements:
+        entry = executors.setdefault(
+            m.executor, MeasuredExecutor(latency=latencies.get(m.executor))
+        )
+        entry.capability[m.domain] = DomainCapability(success=round(m.success, 4), n=m.n)
+    return MeasuredProfile(
+        pool=pool.name, suites=suites, n_tasks=n_tasks, seed=seed, executors=executors
+    )
+
+
+def merged(old: MeasuredProfile, new: MeasuredProfile) -> MeasuredProfile:
+    """`new` over `old`: a profile can be measured one suite at a time."""
+    executors = {name: entry.model_copy(deep=True) for name, entry in old.executors.items()}
+    for name, entry in new.executors.items():
+        previous = executors.get(name)
+        if previous is None:
+            executors[name] = entry
+            continue
+        previous.capability.update(entry.capability)
+        if entry.latency is not None:
+            previous.latency = entry.latency
+    suites = old.suites + [s for s in new.suites if s not in old.suites]
+    return new.model_copy(update={"executors": executors, "suites": suites})
+
+
+def write_profile(path: str | Path, profile: MeasuredProfile) -> Path:
+    """Write `profile`, merged over the profile already at `path` for the same pool."""
+    if Path(path).is_file():
+        old = load_yaml_model(path, MeasuredProfile)
+        if old.pool == profile.pool:
+            profile = merged(old, profile)
+    return atomic_write_text(
+        path, yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    )
+
+
+def measure_pool(pool: ExecutorPool, tasks: list[Task], seed: int) -> list[DomainMeasurement]:
+    samples: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+    for name, executor in pool.executors.items():
+        simulate = getattr(executor, "simulate", None)
+        if simulate is None:
+            raise TypeError(f"executor {name!r}: only simulating executors are profiled here")
+        for task in tasks:
+            for sub in task.subtasks:
+                request = StepRequest(
+                    step_id=f"profile-{sub.id}",
+                    instruction=f"Solve {sub.id}.",
+                    task=task,
+                    covers=(sub.id,),
+                    inputs=_context(task, sub.id),
+                    max_output_tokens=executor.profile.max_output_tokens,
+                    seed=seed,
+                )
+                result = simulate(request)
+                correct = result.sub_answers.get(sub.id) == sub.gold
+                samples[name, sub.skill].append((correct, result))
+    return _summarize(samples)
+
+
+def _summarize(samples: dict[tuple[str, str], list[Sample]]) -> list[DomainMeasurement]:
+    measurements = []
+    for (name, domain), rows in sorted(samples.items()):
+        successes = sum(ok for ok, _ in rows)
+        measurements.append(
+            DomainMeasurement(
+                executor=name,
+                domain=domain,
+                n=len(rows),
+                success=successes / len(rows),
+                ci95=wilson_interval(successes, len(rows)),
+                mean_tokens_in=mean([r.tokens_in for _, r in rows]),
+                mean_tokens_out=mean([r.tokens_out for _, r in rows]),
+                mean_latency_s=mean([r.latency_s for _, r in rows]),
+                mean_cost_usd=mean([r.cost_usd for _, r in rows]),
+            )
+        )
+    return measurements
+
+
+def measurements_markdown(measurements: list[DomainMeasurement]) -> str:
+    lines = [
+        "| executor | domain | n | success | 95% CI | latency s | tokens out | cost $ |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for m in measurements:
+        lines.append(
+            f"| {m.executor} | {m.domain} | {m.n} | {m.success:.3f} | "
+            f"{m.ci95[0]:.3f}-{m.ci95[1]:.3f} | {m.mean_latency_s:.2f} | "
+            f"{m.mean_tokens_out:.0f} | {m.mean_cost_usd:.6f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def profile_pool(
+    pool: ExecutorPool,
+    suites: list[tuple[str, Suite]],
+    n_tasks: int,
+    seed: int,
+    on_sample: Callable[[], None] | None = None,
+) -> tuple[MeasuredProfile, list[DomainMeasurement]]:
+    """Profile `pool` on `n_tasks` training tasks of each suite: simulating executors by
+    simulation, real ones by calling them (their suites must check single subtasks)."""
+    names = [name for name, _ in suites]
+    if all(hasattr(e, "simulate") for e in pool.executors.values()):
+        tasks = [t for _, suite in suites for t in suite.tasks("train", n_tasks, seed)]
+        measurements, latencies = measure_pool(pool, tasks, seed), {}
+    else:
+        work = []
+        for name, suite in suites:
+            check = getattr(suite, "check_subtask", None)
+            if check is None:
+                raise ConfigError(
+                    f"suite {name!r} cannot check single subtasks, so it cannot profile real "
+                    "executors; profile them on math, research, code or embodied"
+                )
+            work += [(t, check) for t in suite.tasks("train", n_tasks, seed)]
+        measurements, latencies = measure_real_pool(pool, work, seed, on_sample)
+    profile = measured_profile(pool, measurements, latencies, names, n_tasks, seed)
+    return profile, measurements

