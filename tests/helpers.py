@@ -7,8 +7,14 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from easy_core.core.schemas import ExecutorProfile, LatencyModel, Plan, Step, StepResult
-from easy_core.executors.base import StepRequest
+from easy_core.core.schemas import (
+    ExecutorProfile,
+    LatencyModel,
+    Plan,
+    Step,
+    StepRequest,
+    StepResult,
+)
 
 
 @dataclass

@@ -14,10 +14,10 @@ from easy_core.core.schemas import (
     ExecutorProfile,
     LatencyModel,
     PoolConfig,
+    StepRequest,
     StepResult,
     Task,
 )
-from easy_core.executors.base import StepRequest
 from easy_core.executors.pool import ExecutorPool
 from easy_core.executors.textworld_tool import TextWorldExecutor
 from easy_core.policies import get_policy

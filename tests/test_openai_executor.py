@@ -11,8 +11,7 @@ import uuid
 import pytest
 import yaml
 
-from easy_core.core.schemas import ExecutorProfile, LatencyModel, PoolConfig
-from easy_core.executors.base import StepRequest
+from easy_core.core.schemas import ExecutorProfile, LatencyModel, PoolConfig, StepRequest
 from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.pool import ExecutorPool
 from easy_core.runtime.local_engine import LocalEngine

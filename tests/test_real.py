@@ -15,9 +15,8 @@ import pytest
 import yaml
 
 from easy_core.core.params import Params
-from easy_core.core.schemas import ExecutorProfile, LatencyModel, Task
+from easy_core.core.schemas import ExecutorProfile, LatencyModel, StepRequest, Task
 from easy_core.evaluation.evaluate import EvalSpec, evaluate
-from easy_core.executors.base import StepRequest
 from easy_core.executors.faults import ExecutorConnectionError
 from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.pool import load_pool, load_pool_config

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from easy_core.core.schemas import ExecutorProfile, LatencyModel
-from easy_core.executors.base import StepRequest
+from easy_core.core.schemas import ExecutorProfile, LatencyModel, StepRequest
 from easy_core.executors.python_tool import PythonToolExecutor, extract_code
 from easy_core.world.sandbox import SandboxLimits, run_python
 from easy_core.world.suites.sim import generate_task

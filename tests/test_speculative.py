@@ -14,9 +14,15 @@ from easy_core.benchmarks.speculative_bench import (
 from easy_core.core.clock import DiscreteEventClock, run_synchronously
 from easy_core.core.config import load_yaml_model
 from easy_core.core.params import Params, ResilienceParams
-from easy_core.core.schemas import ExecutorProfile, FaultRates, LatencyModel, PoolConfig, StepResult
+from easy_core.core.schemas import (
+    ExecutorProfile,
+    FaultRates,
+    LatencyModel,
+    PoolConfig,
+    StepRequest,
+    StepResult,
+)
 from easy_core.core.stats import quantile
-from easy_core.executors.base import StepRequest
 from easy_core.executors.pool import BackendContext, ExecutorPool
 from easy_core.policies import get_policy
 from easy_core.policies.batch import run_episodes

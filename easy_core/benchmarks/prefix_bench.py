@@ -7,8 +7,7 @@ from __future__ import annotations
 import heapq
 
 from easy_core.core.params import Params, PrefixParams
-from easy_core.core.schemas import ExecutorProfile, Task
-from easy_core.executors.base import approx_tokens
+from easy_core.core.schemas import ExecutorProfile, Task, approx_tokens
 from easy_core.executors.pool import CostLedger, ExecutorPool
 from easy_core.policies.baselines import GreedyPolicy
 from easy_core.runtime.policy import EpisodeState

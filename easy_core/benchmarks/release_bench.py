@@ -14,9 +14,8 @@ from pathlib import Path
 from easy_core.core.capability import shifted_success
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params, ReleaseParams
-from easy_core.core.schemas import ExecutorProfile, StepResult, Task
+from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, Task
 from easy_core.core.stats import quantile
-from easy_core.executors.base import StepRequest
 from easy_core.executors.pool import BackendContext, ExecutorPool
 from easy_core.policies.baselines import Option, cheapest_capable
 from easy_core.runtime.release import (

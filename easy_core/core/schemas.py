@@ -6,6 +6,7 @@ Everything written to disk carries `schema_version`; readers reject versions the
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -386,3 +387,23 @@ class EvalMetrics(Record):
         if not math.isfinite(value):
             raise ValueError("must be finite")
         return value
+
+
+def approx_tokens(text: str) -> int:
+    """Rough token count of plain text (4 characters a token), for estimates only."""
+    return (len(text) + 3) // 4
+
+
+@dataclass(slots=True)
+class StepRequest:
+    """What an executor receives for one step; `inputs` are the results of the step's direct
+    dependencies, the only context it is given."""
+
+    step_id: str
+    instruction: str
+    task: Task
+    covers: tuple[str, ...] = ()
+    inputs: tuple[StepResult, ...] = ()
+    max_output_tokens: int = 4096
+    seed: int = 0
+    attempt: int = 0  # retries of a step count up; injected faults draw anew per attempt

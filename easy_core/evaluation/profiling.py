@@ -27,13 +27,13 @@ from easy_core.core.schemas import (
     LatencyModel,
     MeasuredExecutor,
     MeasuredProfile,
+    StepRequest,
     StepResult,
     Subtask,
     Task,
 )
 from easy_core.core.stats import mean, wilson_interval
 from easy_core.core.storage import atomic_write_text
-from easy_core.executors.base import StepRequest
 from easy_core.executors.pool import ExecutorPool
 from easy_core.world.suites import Suite
 

@@ -2,25 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
-from easy_core.core.schemas import ExecutorProfile, StepResult, StepStatus, Task
-
-
-@dataclass(slots=True)
-class StepRequest:
-    """What an executor receives for one step; `inputs` are the results of the step's direct
-    dependencies, the only context it is given."""
-
-    step_id: str
-    instruction: str
-    task: Task
-    covers: tuple[str, ...] = ()
-    inputs: tuple[StepResult, ...] = ()
-    max_output_tokens: int = 4096
-    seed: int = 0
-    attempt: int = 0  # retries of a step count up; injected faults draw anew per attempt
+from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, StepStatus
 
 
 class Executor(Protocol):
@@ -40,11 +24,6 @@ class Executor(Protocol):
         """The most output tokens this step can be charged for: the `max_tokens` an LLM backend
         sends, or what a deterministic backend knows it will produce."""
         ...
-
-
-def approx_tokens(text: str) -> int:
-    """Rough token count of plain text (4 characters a token), for estimates only."""
-    return (len(text) + 3) // 4
 
 
 def step_result(

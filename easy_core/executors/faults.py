@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 
 from easy_core.core.errors import EasyError
-from easy_core.core.schemas import FaultRates, StepResult
-from easy_core.executors.base import Executor, StepRequest
+from easy_core.core.schemas import FaultRates, StepRequest, StepResult
+from easy_core.executors.base import Executor
 from easy_core.world.sim_world import unit_hash
 
 HANG_S = 1e9  # an injected timeout never answers; the engine's step timeout ends it

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from easy_core.core.schemas import ExecutorProfile, StepResult
-from easy_core.executors.base import StepRequest, approx_tokens, step_result
+from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, approx_tokens
+from easy_core.executors.base import step_result
 from easy_core.executors.hf_settings import HFSettings
 from easy_core.executors.openai_http import render_step, shared_prefix
 

@@ -12,8 +12,8 @@ import time
 import httpx
 
 from easy_core.core.errors import ConfigError
-from easy_core.core.schemas import ExecutorProfile, StepResult
-from easy_core.executors.base import StepRequest, approx_tokens, step_result
+from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, approx_tokens
+from easy_core.executors.base import step_result
 from easy_core.executors.faults import ExecutorConnectionError, ExecutorHTTPError
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}

@@ -7,8 +7,8 @@ import asyncio
 import re
 import time
 
-from easy_core.core.schemas import ExecutorProfile, StepResult
-from easy_core.executors.base import StepRequest, approx_tokens, step_result
+from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, approx_tokens
+from easy_core.executors.base import step_result
 from easy_core.world.sandbox import SandboxLimits, run_python
 
 FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)

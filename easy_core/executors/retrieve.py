@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from easy_core.core.errors import ConfigError
-from easy_core.core.schemas import ExecutorProfile, StepResult
-from easy_core.executors.base import StepRequest, approx_tokens, step_result
+from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, approx_tokens
+from easy_core.executors.base import step_result
 from easy_core.world.corpora import get_corpus
 
 TOP_K = 3

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
-from easy_core.core.schemas import ExecutorProfile, StepResult
-from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, approx_tokens
 from easy_core.world.sim_world import SimWorld
 
 

@@ -16,8 +16,8 @@ import asyncio
 import time
 
 from easy_core.core.clock import VirtualTimeLoop
-from easy_core.core.schemas import ExecutorProfile, StepResult
-from easy_core.executors.base import StepRequest, approx_tokens, step_result
+from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, approx_tokens
+from easy_core.executors.base import step_result
 from easy_core.world.games import (
     GameState,
     TextWorldError,

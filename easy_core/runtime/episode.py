@@ -22,8 +22,8 @@ from easy_core.core.schemas import (
     StepResult,
     Task,
     Trajectory,
+    approx_tokens,
 )
-from easy_core.executors.base import approx_tokens
 from easy_core.executors.pool import ExecutorPool, PoolSession
 from easy_core.plans.prompting import plan_text
 from easy_core.plans.validation import answer_reference, parse_plan, validate_plan

@@ -6,8 +6,8 @@ with `params.resilience`; the decisions live here so every engine makes the same
 
 from __future__ import annotations
 
-from easy_core.core.schemas import Step, StepResult
-from easy_core.executors.base import Executor, StepRequest
+from easy_core.core.schemas import Step, StepRequest, StepResult
+from easy_core.executors.base import Executor
 from easy_core.executors.faults import ExecutorCallError
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from easy_core.core.clock import Clock, DiscreteEventClock
-from easy_core.core.schemas import Plan, Step, StepResult, Task
-from easy_core.executors.base import Executor, StepRequest
+from easy_core.core.schemas import Plan, Step, StepRequest, StepResult, Task
+from easy_core.executors.base import Executor
 from easy_core.executors.pool import PoolSession
 from easy_core.plans.validation import substitute_placeholders
 

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from easy_core.core.clock import Cancellable, Clock
-from easy_core.core.schemas import Plan, Step, StepResult, Task
-from easy_core.executors.base import Executor, StepRequest
+from easy_core.core.schemas import Plan, Step, StepRequest, StepResult, Task
+from easy_core.executors.base import Executor
 from easy_core.executors.pool import ExecutorSlots, PoolSession
 from easy_core.runtime.resilience import executor_error_result, fault_of, timed_out_result
 from easy_core.runtime.scheduler import (

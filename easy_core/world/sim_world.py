@@ -11,8 +11,14 @@ from statistics import NormalDist
 
 from easy_core.core.capability import expected_success, shifted_success
 from easy_core.core.params import CapabilityParams, SimParams
-from easy_core.core.schemas import ExecutorProfile, StepResult, Subtask, Task
-from easy_core.executors.base import StepRequest, approx_tokens
+from easy_core.core.schemas import (
+    ExecutorProfile,
+    StepRequest,
+    StepResult,
+    Subtask,
+    Task,
+    approx_tokens,
+)
 
 _SQRT2 = math.sqrt(2.0)
 _NORMAL = NormalDist()
