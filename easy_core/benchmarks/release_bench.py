@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from easy_core.core.capability import shifted_success
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params, ReleaseParams
-from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, Task
+from easy_core.core.schemas import StepRequest, StepResult
 from easy_core.core.stats import quantile
 from easy_core.executors.pool import BackendContext, ExecutorPool
-from easy_core.policies.baselines import Option, cheapest_capable
+from easy_core.policies.baselines import greedy_executor
 from easy_core.runtime.release import (
     SCHEDULERS,
     ExecutorState,
@@ -30,30 +29,6 @@ from easy_core.runtime.release import (
 )
 from easy_core.world.sim_world import SimWorld
 from easy_core.world.suites.sim import SimSuite
-
-
-def _assign_executor(
-    task: Task, sub_index: int, profiles: list[ExecutorProfile], params: Params
-) -> str:
-    """The `greedy` baseline's choice: the cheapest executor whose expected success clears the
-    threshold (the same options `baselines.Estimates` builds)."""
-    sub = task.subtasks[sub_index]
-    slope = params.capability.difficulty_slope
-    tokens_in = sub.input_tokens + sum(task.subtask(d).output_tokens for d in sub.depends_on)
-    options = []
-    for p in profiles:
-        base = p.capability.get(sub.skill)
-        tokens_out = round(sub.output_tokens * p.verbosity)
-        options.append(
-            Option(
-                (tokens_in * p.price_in_per_1m + tokens_out * p.price_out_per_1m) / 1e6,
-                p.name,
-                shifted_success(base.success if base else 0.0, sub.difficulty, slope),
-                p.price_out_per_1m,
-            )
-        )
-    options.sort()
-    return cheapest_capable(options, params.policies.greedy_threshold).executor
 
 
 def load_sim_pool(params: Params, pool_path: str | Path) -> ExecutorPool:
@@ -84,7 +59,7 @@ def build_workflows(params: Params, pool: ExecutorPool, n: int, seed: int) -> li
         results: list[StepResult] = []
         steps = []
         for i, sub in enumerate(task.subtasks):
-            executor = _assign_executor(task, i, profiles, params)
+            executor = greedy_executor(task, task.subtasks[i], profiles, params)
             deps = tuple(position[d] for d in sub.depends_on)
             request = StepRequest(
                 step_id=f"{task.id}-{sub.id}",

@@ -1,5 +1,5 @@
 """`python -m easy_core.cli`: the `easy` command."""
 
-from easy_core.cli.app import main
+from easy_core.cli import main
 
 main()

@@ -16,11 +16,12 @@ executor each step gets:
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from easy_core.core.capability import shifted_success
 from easy_core.core.errors import PolicyError
+from easy_core.core.params import Params
 from easy_core.core.schemas import ExecutorProfile, Plan, StepResult, Subtask, Task
 from easy_core.executors.simulated import SimExecutor
 from easy_core.plans.structured import latest_good_results, step_id
@@ -39,6 +40,41 @@ class Option(NamedTuple):
     price: float
 
 
+def subtask_options(
+    task: Task, sub: Subtask, profiles: Sequence[ExecutorProfile], difficulty_slope: float
+) -> tuple[list[Option], list[Option]]:
+    """Every executor's option on one subtask, cheapest first: those that declare the
+    subtask's skill (a capability entry, even a measured 0), and those that do not. Choices
+    come from the declaring ones: a game tool is no candidate for a math step."""
+    tokens_in = sub.input_tokens + sum(task.subtask(dep).output_tokens for dep in sub.depends_on)
+    skill, difficulty, tokens_out = sub.skill, sub.difficulty, sub.output_tokens
+    options, undeclared = [], []
+    for p in profiles:
+        base, price_out = p.capability.get(skill), p.price_out_per_1m
+        (options if base is not None else undeclared).append(
+            Option(
+                (
+                    tokens_in * p.price_in_per_1m
+                    + round(tokens_out * p.verbosity) * p.price_out_per_1m
+                )
+                / 1e6,
+                p.name,
+                shifted_success(base.success if base else 0.0, difficulty, difficulty_slope),
+                price_out,
+            )
+        )
+    return sorted(options), sorted(undeclared)
+
+
+def greedy_executor(
+    task: Task, sub: Subtask, profiles: Sequence[ExecutorProfile], params: Params
+) -> str:
+    """The `greedy` baseline's choice for one subtask: the cheapest executor whose expected
+    success clears `params.policies.greedy_threshold`, else the most likely to succeed."""
+    options, undeclared = subtask_options(task, sub, profiles, params.capability.difficulty_slope)
+    return cheapest_capable(options or undeclared, params.policies.greedy_threshold).executor
+
+
 class Estimates:
     """Expected success and cost of every executor on every subtask of one task, from the
     profiles: what a cost-aware policy knows before it acts. Built once per episode."""
@@ -49,29 +85,10 @@ class Estimates:
         self.options: dict[str, list[Option]] = {}  # per subtask, cheapest first
         self._by_name: dict[str, dict[str, Option]] = {}
         self._undeclared: dict[str, list[Option]] = {}
-        profiles = [
-            (p.name, p.capability, p.price_in_per_1m, p.price_out_per_1m, p.verbosity)
-            for p in state.pool.profiles
-        ]
+        profiles = state.pool.profiles
         for sub in task.subtasks:
-            tokens_in = sub.input_tokens + sum(
-                task.subtask(dep).output_tokens for dep in sub.depends_on
-            )
-            skill, difficulty, tokens_out = sub.skill, sub.difficulty, sub.output_tokens
-            options, undeclared = [], []
-            for name, capability, price_in, price_out, verbosity in profiles:
-                base = capability.get(skill)
-                (options if base is not None else undeclared).append(
-                    Option(
-                        (tokens_in * price_in + round(tokens_out * verbosity) * price_out) / 1e6,
-                        name,
-                        shifted_success(base.success if base else 0.0, difficulty, slope),
-                        price_out,
-                    )
-                )
-            # Choices come from the executors that declare the skill (a capability entry, even
-            # a measured 0): a game tool is no candidate for a math step.
-            self.options[sub.id] = sorted(options or undeclared)
+            options, undeclared = subtask_options(task, sub, profiles, slope)
+            self.options[sub.id] = options or undeclared
             self._undeclared[sub.id] = undeclared if options else []
 
     def by_name(self, sub_id: str) -> dict[str, Option]:

@@ -25,15 +25,16 @@ import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from easy_core.core.capability import expected_success
 from easy_core.core.clock import Cancellable, Clock
 from easy_core.core.params import ResilienceParams
 from easy_core.core.schemas import Plan, Step, StepRequest, StepResult, Task
 from easy_core.executors.base import Executor
 from easy_core.executors.pool import ExecutorSlots, PoolSession
 from easy_core.runtime.resilience import (
+    call_timeout,
     executor_error_result,
     failed_result,
+    fallback_executor,
     fault_of,
     timed_out_result,
 )
@@ -318,43 +319,16 @@ class _Schedule(PlanSchedule):
     def _fallback(
         self, step: Step, tried: list[str], current: str, best_effort: bool = False
     ) -> str | None:
-        """The cheapest executor not tried yet (and not behind an open breaker) that declares the
-        skills of the step's subtasks and is at least as capable on them as `current`; without
-        subtasks, at least as pricey.
-        `best_effort`: if there is none, the most capable of the others."""
         now = self.clock.time()
-        executors = self.session.pool.executors
-        task = self.task
-        slope = self.engine.difficulty_slope
-
-        def capability(name: str) -> float:
-            profile = executors[name].profile
-            if not step.covers:
-                return profile.price_in_per_1m + profile.price_out_per_1m
-            return min(
-                expected_success(profile, s.skill, s.difficulty, slope)
-                for s in (task.subtask(c) for c in step.covers)
-            )
-
-        floor = capability(current)
-        skills = {task.subtask(c).skill for c in step.covers or ()}
-        others = [
-            n
-            for n in executors
-            if n not in tried
-            and self._breaker(n).allows(now)
-            # never a fallback that does not declare the step's skills (a game tool for math)
-            and skills <= executors[n].profile.capability.keys()
-        ]
-        candidates = [name for name in others if capability(name) >= floor]
-        if not candidates:
-            return max(others, key=capability, default=None) if best_effort else None
-        return min(
-            candidates,
-            key=lambda n: (
-                executors[n].profile.price_in_per_1m + executors[n].profile.price_out_per_1m,
-                n,
-            ),
+        return fallback_executor(
+            step,
+            self.task,
+            self.session.pool.executors,
+            tried,
+            current,
+            lambda name: self._breaker(name).allows(now),
+            self.engine.difficulty_slope,
+            best_effort,
         )
 
     # ---------------------------------------------------------------- running a step
@@ -416,12 +390,8 @@ class _Schedule(PlanSchedule):
         return timed_out_result(flight.step, flight.request, flight.executor, timeout)
 
     def _timeout(self, flight: _Flight) -> float:
-        """A call's timeout: `step_timeout_factor` times the latency its profile predicts for
-        this request, at most `step_timeout_s` (0 factor: always `step_timeout_s`)."""
         engine = self.engine
-        if not engine.step_timeout_factor:
-            return engine.step_timeout_s
-        return min(engine.step_timeout_s, engine.step_timeout_factor * flight.expected_s)
+        return call_timeout(flight.expected_s, engine.step_timeout_s, engine.step_timeout_factor)
 
     async def _cancel_in_flight(self) -> None:
         """Cut off the steps in flight at the deadline: a started step is charged its input

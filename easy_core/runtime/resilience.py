@@ -6,7 +6,10 @@ with `params.resilience`; the decisions live here so every engine makes the same
 
 from __future__ import annotations
 
-from easy_core.core.schemas import Step, StepRequest, StepResult
+from collections.abc import Callable, Mapping
+
+from easy_core.core.capability import expected_success
+from easy_core.core.schemas import Step, StepRequest, StepResult, Task
 from easy_core.executors.base import Executor
 from easy_core.executors.faults import ExecutorCallError
 
@@ -60,4 +63,58 @@ def failed_result(step: Step, error: str, covers: tuple[str, ...], **fields: flo
         error=error,
         covers=list(covers),
         **fields,  # type: ignore[arg-type]
+    )
+
+
+def call_timeout(expected_s: float, step_timeout_s: float, step_timeout_factor: float) -> float:
+    """A call's timeout: `step_timeout_factor` times the latency its profile predicts for the
+    request (`expected_s`), at most `step_timeout_s` (a factor of 0: always `step_timeout_s`)."""
+    if not step_timeout_factor:
+        return step_timeout_s
+    return min(step_timeout_s, step_timeout_factor * expected_s)
+
+
+def fallback_executor(
+    step: Step,
+    task: Task,
+    executors: Mapping[str, Executor],
+    tried: list[str],
+    current: str,
+    allows: Callable[[str], bool],
+    difficulty_slope: float,
+    best_effort: bool = False,
+) -> str | None:
+    """The cheapest executor not tried yet (and `allows`: not behind an open breaker) that
+    declares the skills of the step's subtasks and is at least as capable on them as `current`;
+    without subtasks, at least as pricey.
+    `best_effort`: if there is none, the most capable of the others."""
+
+    def capability(name: str) -> float:
+        profile = executors[name].profile
+        if not step.covers:
+            return profile.price_in_per_1m + profile.price_out_per_1m
+        return min(
+            expected_success(profile, s.skill, s.difficulty, difficulty_slope)
+            for s in (task.subtask(c) for c in step.covers)
+        )
+
+    floor = capability(current)
+    skills = {task.subtask(c).skill for c in step.covers or ()}
+    others = [
+        n
+        for n in executors
+        if n not in tried
+        and allows(n)
+        # never a fallback that does not declare the step's skills (a game tool for math)
+        and skills <= executors[n].profile.capability.keys()
+    ]
+    candidates = [name for name in others if capability(name) >= floor]
+    if not candidates:
+        return max(others, key=capability, default=None) if best_effort else None
+    return min(
+        candidates,
+        key=lambda n: (
+            executors[n].profile.price_in_per_1m + executors[n].profile.price_out_per_1m,
+            n,
+        ),
     )

@@ -50,7 +50,12 @@ from easy_core.core.clock import Cancellable, Clock
 from easy_core.core.schemas import Plan, Step, StepRequest, StepResult, Task
 from easy_core.executors.base import Executor
 from easy_core.executors.pool import ExecutorSlots, PoolSession
-from easy_core.runtime.resilience import executor_error_result, fault_of, timed_out_result
+from easy_core.runtime.resilience import (
+    call_timeout,
+    executor_error_result,
+    fault_of,
+    timed_out_result,
+)
 from easy_core.runtime.scheduler import (
     PlanOutcome,
     PlanSchedule,
@@ -292,12 +297,8 @@ class _Schedule(PlanSchedule):
     # ---------------------------------------------------------------- running a call
 
     def _timeout(self, call: _Call) -> float:
-        """As in `LocalEngine`: `step_timeout_factor` x the predicted latency, at most
-        `step_timeout_s` (0 factor: always `step_timeout_s`)."""
         engine = self.engine
-        if not engine.step_timeout_factor:
-            return engine.step_timeout_s
-        return min(engine.step_timeout_s, engine.step_timeout_factor * call.expected_s)
+        return call_timeout(call.expected_s, engine.step_timeout_s, engine.step_timeout_factor)
 
     def _start_simulated(self, call: _Call, simulate: Callable[[StepRequest], StepResult]) -> None:
         def start() -> None:

@@ -1,0 +1,287 @@
+"""Benchmarks: `easy bench ...`; the figures they print are recorded in docs/BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from easy_core.cli.app import (
+    ParamsOption,
+    bench_app,
+    metrics_table,
+    out,
+    progress_bar,
+    resolve_params,
+    user_errors,
+)
+
+
+@bench_app.command("engine")
+@user_errors
+def bench_engine(
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
+    runs: Annotated[int, typer.Option(min=1, help="wall-time DAG runs")] = 5,
+    steps: Annotated[int, typer.Option(min=2, help="steps per DAG")] = 50,
+    episodes: Annotated[int, typer.Option(min=1, help="episodes for the throughput figure")] = 3000,
+    params_path: ParamsOption = None,
+) -> None:
+    """Engine overhead on wall-time DAGs, and sim throughput on one core."""
+    from easy_core.benchmarks.engine_bench import engine_benchmark
+
+    figures = engine_benchmark(
+        resolve_params(params_path), runs=runs, steps=steps, episodes=episodes
+    )
+    if as_json:
+        print(json.dumps(figures, indent=2))
+        return
+    table = Table(title="engine benchmark")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    out.print(table)
+
+
+@bench_app.command("baselines")
+@user_errors
+def bench_baselines(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    n: Annotated[int, typer.Option(min=1, help="held-out tasks")] = 1000,
+    seed: Annotated[int, typer.Option()] = 0,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="write all metrics as JSON")
+    ] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="print a markdown table")] = False,
+    params_path: ParamsOption = None,
+) -> None:
+    """Every baseline, parallel and sequential, on the same held-out sim tasks."""
+    from easy_core.benchmarks.engine_bench import baseline_table
+    from easy_core.core.storage import atomic_write_text
+    from easy_core.evaluation.reports import metrics_markdown
+
+    rows = baseline_table(resolve_params(params_path), pool, n=n, seed=seed)
+    if markdown:
+        print(metrics_markdown(rows), end="")
+    else:
+        out.print(metrics_table(rows, f"baselines on {n} held-out sim tasks ({pool})"))
+    if out_file is not None:
+        atomic_write_text(out_file, json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+
+
+@bench_app.command("dispatch")
+@user_errors
+def bench_dispatch(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    steps: Annotated[int, typer.Option(min=2)] = 50,
+    params_path: ParamsOption = None,
+) -> None:
+    """Per-DAG dispatch time of the `graph` dispatcher (one forward pass + the choice)."""
+    from easy_core.benchmarks.engine_bench import dispatch_overhead
+
+    print(json.dumps(dispatch_overhead(resolve_params(params_path), str(pool), steps), indent=2))
+
+
+@bench_app.command("speculative")
+@user_errors
+def bench_speculative(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    n: Annotated[int, typer.Option(min=1)] = 500,
+    seed: Annotated[int, typer.Option()] = 0,
+    workers: Annotated[int, typer.Option(min=1, help="worker limit")] = 8,
+    slow_rate: Annotated[float, typer.Option(min=0, max=1, help="share of slow calls")] = 0.1,
+    params_path: ParamsOption = None,
+) -> None:
+    """Speculative re-execution of stragglers against eager dispatch: P95 makespan and cost."""
+    from easy_core.benchmarks.speculative_bench import speculative_benchmark, speculative_markdown
+
+    rows = speculative_benchmark(
+        resolve_params(params_path),
+        str(pool),
+        n=n,
+        seed=seed,
+        worker_limit=workers,
+        slow_rate=slow_rate,
+    )
+    print(speculative_markdown(rows), end="")
+
+
+@bench_app.command("prefix")
+@user_errors
+def bench_prefix(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    seed: Annotated[int, typer.Option()] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """FIFO against prefix-aware ordering of concurrent workflows: cache hits, tokens, time."""
+    from easy_core.benchmarks.prefix_bench import prefix_benchmark, prefix_markdown
+    from easy_core.executors.pool import load_pool
+    from easy_core.world.suites.sim import SimSuite
+
+    params = resolve_params(params_path)
+    loaded = load_pool(pool, params)
+    tasks = list(SimSuite(params.sim).tasks("test", params.prefix.workflows, seed))
+    rows = [prefix_benchmark(params, loaded, tasks, params.prefix, o) for o in ("fifo", "prefix")]
+    print(prefix_markdown(rows), end="")
+
+
+@bench_app.command("release")
+@user_errors
+def bench_release(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    workflows: Annotated[int, typer.Option(min=10, help="workflows (Poisson arrivals)")] = 2000,
+    seed: Annotated[int, typer.Option()] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """Eager release against the tail-risk (mean-CVaR) release scheduler at light and heavy
+    load: P50 and P95 workflow flow time."""
+    from easy_core.benchmarks.release_bench import release_benchmark, release_markdown
+
+    rows = release_benchmark(resolve_params(params_path), pool, n_workflows=workflows, seed=seed)
+    print(release_markdown(rows), end="")
+
+
+@bench_app.command("plans")
+@user_errors
+def bench_plans(
+    model: Annotated[str | None, typer.Option(help="override orchestrator.model")] = None,
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    n: Annotated[int, typer.Option(min=1, help="held-out tasks")] = 10,
+    seed: Annotated[int, typer.Option()] = 0,
+    backend: Annotated[
+        str | None, typer.Option(help="override orchestrator.backend: hf or openai")
+    ] = None,
+    endpoint: Annotated[str | None, typer.Option(help="override orchestrator.endpoint")] = None,
+    structured: Annotated[
+        bool | None,
+        typer.Option(
+            "--structured/--free",
+            help="schema-constrained decoding (in process: llguidance; openai: the server) or free",
+        ),
+    ] = None,
+    schema_format: Annotated[
+        str | None, typer.Option(help="json_schema, or json_object (llama-cpp-python)")
+    ] = None,
+    extra_body: Annotated[
+        str | None,
+        typer.Option(help="openai: JSON of extra request fields, e.g. '{\"repeat_penalty\": 1.0}'"),
+    ] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """Valid-plan rate of the LLM orchestrator's first turn on held-out sim tasks."""
+    from easy_core.evaluation.plan_validity import valid_plan_rate
+
+    params = resolve_params(
+        params_path,
+        {
+            "orchestrator.model": model,
+            "orchestrator.backend": backend,
+            "orchestrator.endpoint": endpoint,
+            "orchestrator.structured": structured,
+            "orchestrator.schema_format": schema_format,
+            "orchestrator.extra_body": extra_body,  # JSON is YAML
+        },
+    )
+    print(json.dumps(valid_plan_rate(params, str(pool), n, seed), indent=2))
+
+
+@bench_app.command("orchestrators")
+@user_errors
+def bench_orchestrators(
+    model: Annotated[
+        list[str],
+        typer.Option(help="LABEL=CHECKPOINT, repeated; the last is compared with the first"),
+    ],
+    pool: Annotated[list[Path], typer.Option(help="pool YAML, repeated")],
+    n: Annotated[int, typer.Option(min=1, help="held-out sim tasks per pool")] = 40,
+    seed: Annotated[int, typer.Option()] = 0,
+    baselines: Annotated[
+        str, typer.Option(help="comma-separated baseline policies on the same tasks")
+    ] = "greedy,strongest,cheapest,oracle",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="write comparison.json, .md, .png here, and each evaluation under OUT/runs "
+            "(reused on the next run while its checkpoint and the params episodes read "
+            "are unchanged)"
+        ),
+    ] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """LLM orchestrator checkpoints (`easy` policy, e.g. SFT then GRPO) and baselines on the
+    same held-out sim tasks: success, cost, makespan, mean reward, and the per-task difference
+    in mean reward of the last checkpoint against the first with its 95% interval."""
+    from easy_core.core.errors import ConfigError
+    from easy_core.core.storage import atomic_write_text, write_json
+    from easy_core.evaluation.checkpoint_comparison import (
+        compare_checkpoints,
+        comparison_markdown,
+        comparison_plot,
+    )
+
+    params = resolve_params(params_path)
+    models = {}
+    for item in model:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not path:
+            raise ConfigError(f"--model {item!r}: write LABEL=CHECKPOINT, e.g. sft=models/sft")
+        models[label] = path
+    names = [b for b in baselines.split(",") if b]
+    with progress_bar() as progress:
+        bar = progress.add_task("episodes", total=n * len(pool) * (len(models) + len(names)))
+        advance = lambda k: progress.advance(bar, k)  # noqa: E731
+        runs = out / "runs" if out is not None else None
+        results = [
+            compare_checkpoints(params, p, models, names, n, seed, advance, runs) for p in pool
+        ]
+    text = "\n".join(comparison_markdown(r) for r in results)
+    print(text, end="")
+    if out is not None:
+        write_json(out / "comparison.json", {"pools": results})
+        atomic_write_text(out / "comparison.md", text)
+        comparison_plot(results, out / "comparison.png")
+
+
+@bench_app.command("grpo-signal")
+@user_errors
+def bench_grpo_signal(
+    model: Annotated[
+        Path | None, typer.Option(help="the warm start; default: grpo.base_model")
+    ] = None,
+    n: Annotated[int, typer.Option(min=1, help="root prompts (one group each)")] = 16,
+    k: Annotated[int | None, typer.Option(min=2, help="override rollouts.tree_k")] = None,
+    temperature: Annotated[
+        float | None, typer.Option(min=0.01, help="override grpo.temperature")
+    ] = None,
+    continuation: Annotated[
+        str | None, typer.Option(help="override grpo.continuation (a policy name)")
+    ] = None,
+    trees_file: Annotated[
+        Path | None, typer.Option("--trees", help="tree rollouts JSONL; default: grow them here")
+    ] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """The groups a GRPO step would sample from the warm start (group size, temperature,
+    schemas and reward of params.yaml): how many differ in correctness, i.e. carry signal,
+    and what greedy's first plan is worth on the same prompts. Run it before a long GRPO run."""
+    from easy_core.learning.group_signal import group_signal
+    from easy_core.learning.grpo import read_trees
+
+    params = resolve_params(
+        params_path,
+        {
+            "rollouts.tree_k": k,
+            "grpo.temperature": temperature,
+            "grpo.continuation": continuation,
+        },
+    )
+    trees = read_trees(trees_file) if trees_file is not None else None
+    with progress_bar() as progress:
+        bar = progress.add_task("groups", total=n)
+        result = group_signal(
+            params, model or params.grpo.base_model, n, trees, lambda k: progress.advance(bar, k)
+        )
+    print(json.dumps(result, indent=2))
