@@ -1,1 +1,1 @@
-"""Thin Prefect flows over easy_core, one file per pipeline stage (DESIGN.md)."""
+"""Thin Prefect flows over easy_core, one file per pipeline stage (docs/ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""The drivers behind `easy bench`; their figures are recorded in docs/BENCHMARKS.md."""

@@ -1,5 +1,5 @@
 """Training: `easy train-policy` (progress and graph), `train-sft` and `train-grpo` (the LLM
-orchestrator).
+orchestrator), and `easy recipe` (a reported checkpoint rebuilt from its recipe files).
 """
 
 from __future__ import annotations
@@ -73,3 +73,34 @@ def train_grpo_command(
     trees = read_trees(trees_file) if trees_file is not None else None
     metrics = train_grpo(params, out_dir or params.grpo.out, trees=trees)
     print(json.dumps(metrics, indent=2))
+
+
+@app.command("recipe")
+@user_errors
+def recipe_command(
+    name: Annotated[str, typer.Argument(help="a recipe in configs/recipes, e.g. grpo-cards")],
+    force: Annotated[bool, typer.Option(help="redo steps whose output already exists")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the chain of steps and stop")
+    ] = False,
+    recipes_dir: Annotated[Path, typer.Option(help="folder of recipe files")] = Path(
+        "configs/recipes"
+    ),
+) -> None:
+    """Rebuild a checkpoint of docs/BENCHMARKS.md from its recipe: every recipe it needs first,
+    from the packaged base model; steps whose output exists are kept (resume)."""
+    from easy_core.learning.recipes import RecipeStep, checked_chain, run_recipe, step_done
+
+    if dry_run:
+        for recipe_name, recipe in checked_chain(name, recipes_dir):
+            for step in recipe.steps:
+                state = "done" if step_done(step) and not force else "to run"
+                print(f"{recipe_name}: {step.kind} -> {step.out} ({state})")
+        return
+
+    def announce(recipe_name: str, step: RecipeStep, skipped: bool) -> None:
+        verb = "keeping" if skipped else "running"
+        out.print(f"{recipe_name}: {verb} {step.kind} -> {step.out}")
+
+    rows = run_recipe(name, recipes_dir, force=force, on_step=announce)
+    print(json.dumps(rows, indent=2, default=str))

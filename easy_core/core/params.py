@@ -1,4 +1,8 @@
-"""Every knob of every stage (params.yaml). Defaults here are the embedded CPU default."""
+"""Every knob of every stage (params.yaml). Defaults here are the embedded CPU default.
+
+One module on purpose: the whole params.yaml schema, section by section, so a knob and its
+validation are found in one place.
+"""
 
 from __future__ import annotations
 
@@ -234,8 +238,8 @@ class ReleaseParams(_Section):
         0.7,
         gt=0,
         lt=1,
-        description="CVaR level: the worst 1-beta tail. To pull in the P95, act on workflows "
-        "heading for a wider tail (0.7 beat 0.8 and 0.9 on P95 at load 0.9)",
+        description="CVaR level: the objective weighs the worst 1-beta tail of flow times; a "
+        "lower beta acts on workflows heading for a wider tail",
     )
     kappa: float = Field(1.0, ge=0, description="scale of the CVaR term in the release index")
     contender_beta: float | None = Field(
@@ -277,9 +281,6 @@ class ReleaseParams(_Section):
     capacity_scale: float = Field(
         0.5, gt=0, description="servers per executor relative to its max_concurrency"
     )
-
-
-# --------------------------------------------------------------------------- workflows
 
 
 class SftParams(_Section):
@@ -351,8 +352,8 @@ class GrpoParams(_Section):
     continuation: str = Field(
         "greedy-once",
         description="the policy that plays an episode on after the sampled turn; `greedy-once` "
-        "never retries a doubted result, as the orchestrator's task grammar cannot: with "
-        "`greedy`'s retries a cheap first plan is worth more than the orchestrator can make it",
+        "never retries a doubted result, as the orchestrator's task grammar cannot, so a turn "
+        "is scored by what the orchestrator itself could make of it",
     )
     scale_rewards: Literal["group", "batch", "none"] = Field(
         "group",
@@ -432,6 +433,9 @@ class OrchestratorParams(_Section):
 
 
 class Params(_Section):
+    """params.yaml: one section per concern, grouped by the stage that reads it."""
+
+    # the world and the runtime: every episode reads these (the evaluation reuse key)
     limits: LimitParams = LimitParams()
     runtime: RuntimeParams = RuntimeParams()
     resilience: ResilienceParams = ResilienceParams()
@@ -440,20 +444,25 @@ class Params(_Section):
     executors: ExecutorParams = ExecutorParams()
     reward: RewardParams = RewardParams()
     policies: PolicyParams = PolicyParams()
-    policy_training: PolicyTrainingParams = PolicyTrainingParams()
-    prefix: PrefixParams = PrefixParams()
-    sft: SftParams = SftParams()
-    grpo: GrpoParams = GrpoParams()
     orchestrator: OrchestratorParams = OrchestratorParams()
-    release: ReleaseParams = ReleaseParams()
-    eval: EvalParams = EvalParams()
-    pipeline: PipelineParams = PipelineParams()
+    # stage `profile`
     profile: ProfileParams = ProfileParams()
+    # stages `sft_data`, `rollouts`, `policies`, `train`
     sft_data: SftDataParams = SftDataParams()
     rollouts: RolloutParams = RolloutParams()
+    policy_training: PolicyTrainingParams = PolicyTrainingParams()
+    sft: SftParams = SftParams()
+    grpo: GrpoParams = GrpoParams()
+    # stage `evaluate`, the nightly deployment, `easy eval`
     evaluate: EvaluateParams = EvaluateParams()
     nightly: EvaluateParams = EvaluateParams(n=1000)
+    eval: EvalParams = EvalParams()
+    # the Prefect pipeline and the inference flow
+    pipeline: PipelineParams = PipelineParams()
     inference: InferenceParams = InferenceParams()
+    # benchmarks (`easy bench prefix`, `easy bench release`)
+    prefix: PrefixParams = PrefixParams()
+    release: ReleaseParams = ReleaseParams()
 
 
 def load_params(path: str | Path | None, overrides: Sequence[str] = ()) -> Params:

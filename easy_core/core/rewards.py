@@ -1,4 +1,5 @@
-"""The multi-component reward (DESIGN.md "Reward"); every component is kept separately.
+"""The multi-component reward (docs/ARCHITECTURE.md, "Contracts"); every component is kept
+separately.
 
   r = w_correct * correct + w_efficiency * efficiency + w_completeness * completeness
 

@@ -1,6 +1,9 @@
-"""The data contracts shared by every part of easy (DESIGN.md, "Core contracts").
+"""The data contracts shared by every part of easy (docs/ARCHITECTURE.md, "Contracts").
 
 Everything written to disk carries `schema_version`; readers reject versions they do not know.
+
+One module on purpose: these are the contracts every layer shares, and a reader should find
+all of them in one place.
 """
 
 from __future__ import annotations
@@ -260,7 +263,8 @@ class Step(BaseModel):
 
 
 class Plan(BaseModel):
-    """One orchestrator turn (DESIGN.md "Orchestrator output"). `final_answer` ends the episode."""
+    """One orchestrator turn (docs/ARCHITECTURE.md, "Contracts"). `final_answer` ends the
+    episode."""
 
     model_config = ConfigDict(extra="forbid")
     milestone: str = ""

@@ -1,14 +1,5 @@
-"""The `sim` backend: a profile-driven, deterministic simulator of executors (DESIGN.md,
-"Simulated world"). It calls no model; it scores a step on the latent subtasks it covers.
-
-Outcome of a step on subtask t, for executor e and episode seed s:
-  p = expected_success(e, skill(t), difficulty(t))
-      * missing_context_penalty ** (prerequisites of t whose results are not in the step's context)
-      * multi_cover_factor ** (subtasks this step already did before t)
-  correct(t) = hardness(s, task, t, e) < p  and every prerequisite result in context is correct
-`hardness` is uniform on (0, 1) and correlated across executors (hard instances are hard for
-every model), so a stronger executor is more likely, not certain, to succeed where a weaker one
-failed. Everything is a pure function of (seed, task, covered subtasks, executor).
+"""The `sim` backend: an executor whose step is scored by the simulated world
+(`world.sim_world`) on the latent subtasks it covers; it calls no model.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def trainer_args(staging: Path, seed: int) -> dict[str, Any]:
     """Arguments every TRL trainer config here shares: writes into the staging folder, logs
     every step, saves nothing on its own (the checkpoint is published at the end), reports to
     no tracker, and runs on the CPU in float32 without gradient checkpointing unless a GPU is
-    there (DESIGN.md: TRL on CPU)."""
+    there (docs/ARCHITECTURE.md, "Running on CPU")."""
     import torch
 
     return {

@@ -20,6 +20,9 @@ nothing there.
 
 Output like the SFT stage: checkpoint (`save_pretrained`, tokenizer, model card with the params
 and the data), the reward curve per step.
+
+One concept in one module: GRPO of the orchestrator with TRL's GRPOTrainer, its prompts from
+trees, its reward hook and its sampling; they share one configuration and change together.
 """
 
 from __future__ import annotations

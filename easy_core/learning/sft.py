@@ -120,8 +120,8 @@ def model_card(sft: SftParams, metrics: dict[str, Any], curve: list[dict[str, fl
     return (
         "---\nlibrary_name: transformers\ntags: [easy, orchestrator, sft, trl]\n---\n\n"
         f"# easy orchestrator, SFT warm start of {sft.base_model}\n\n"
-        "Writes one JSON plan per turn (the contract in easy's DESIGN.md) for the executor pool "
-        "its prompt describes. Trained with TRL SFTTrainer on teacher turns.\n\n"
+        "Writes one JSON plan per turn (the contract in easy's docs/ARCHITECTURE.md) for the "
+        "executor pool its prompt describes. Trained with TRL SFTTrainer on teacher turns.\n\n"
         f"Data: `{sft.data}` (sha256 {metrics['data_sha256']}), {metrics['examples']} examples."
         f"\n\nLoss: {metrics['first_loss']} -> {metrics['last_loss']} in {metrics['steps']} "
         f"steps ({metrics['train_seconds']:.0f} s); per step: {losses}.\n\nParams:\n{params}\n"

@@ -1,5 +1,6 @@
 """What an LLM orchestrator reads and writes: the executor cards, the task, the milestone history
-(each result compressed to fit), and the JSON output contract of DESIGN.md."""
+(each result compressed to fit), and the JSON output contract (docs/ARCHITECTURE.md,
+"Contracts")."""
 
 from __future__ import annotations
 

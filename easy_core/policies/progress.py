@@ -14,6 +14,9 @@ The predictor has two paths mixed by a learned gate, all trained offline from ex
   fitted on held-out tasks, gives the MLP's weight: near dense past data, trust the neighbours;
   far from it, the MLP's smoother guess.
 Inference is plain numpy (a forward pass of a few small matrices); torch is used to fit.
+
+One concept in one module: the progress policy's predictor, its training and its decisions
+share the same features and must change together.
 """
 
 from __future__ import annotations

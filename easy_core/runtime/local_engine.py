@@ -16,6 +16,10 @@ step share that scheduler:
   single timer on the loop's clock at the modelled finish time: no task, no coroutine. This is
   what makes the virtual-time simulator fast; `sync_fast_path=False` forces the general path,
   and the tests check that both give identical results.
+
+One concept in one module: the per-call state machine of one engine (slot wait, run,
+timeout, retry, fallback, cancellation at the deadline); its decisions come from
+`resilience`, its scheduling from `scheduler`.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ The model (all in simulated seconds, deterministic for a seed, no sleeping):
 
 `release_benchmark` compares P50 and P95 workflow flow time (finish minus arrival) of both
 schedulers at light and heavy load; `release_markdown` renders its rows.
+
+One concept in one module: the release schedulers and the online estimates they rank steps
+by, which change together; the workload and its benchmark are in `benchmarks.release_bench`.
 """
 
 from __future__ import annotations

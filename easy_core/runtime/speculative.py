@@ -36,6 +36,9 @@ any policy with it, on a `DiscreteEventClock` (executors that `simulate()`) or a
 A speculated step's result reports `attempts=2`, a `"straggler"` fault, and as `latency_s` the
 time from its first call's start to the winner's end (what its dependents waited), which is
 also what counts towards `critical_path_s`.
+
+One concept in one module: the speculative engine's per-call state machine (copies, races,
+cancellation); its benchmark is in `benchmarks.speculative_bench`.
 """
 
 from __future__ import annotations

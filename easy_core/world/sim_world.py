@@ -1,6 +1,15 @@
-"""The simulated world: the outcome, tokens and latency of an executor on a latent subtask, a
-pure function of (seed, task, subtask, executor) and the executor's profile. Only the `sim`
-executor and the oracle read it.
+"""The simulated world (docs/ARCHITECTURE.md, "Contracts"): the outcome, tokens and latency of an
+executor on latent subtasks, a pure function of (seed, task, subtask, executor) and the
+executor's profile. Only the `sim` executor and the oracle read it.
+
+Outcome of a step on subtask t, for executor e and episode seed s:
+  p = expected_success(e, skill(t), difficulty(t))
+      * missing_context_penalty ** (prerequisites of t whose results are not in the step's context)
+      * multi_cover_factor ** (subtasks this step already did before t)
+  correct(t) = hardness(s, task, t, e) < p  and every prerequisite result in context is correct
+`hardness` is uniform on (0, 1) and correlated across executors (hard instances are hard for
+every model), so a stronger executor is more likely, not certain, to succeed where a weaker one
+failed. Everything is a pure function of (seed, task, covered subtasks, executor).
 """
 
 from __future__ import annotations
