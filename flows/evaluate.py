@@ -13,7 +13,7 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from easy_core.core.params import EvaluateParams
 from easy_core.core.schemas import EvalMetrics
 from easy_core.core.storage import atomic_write_text
-from easy_core.evaluation.evaluate import EvalSpec, evaluate, write_results
+from easy_core.evaluation.evaluator import EvalSpec, evaluate, write_results
 from easy_core.evaluation.plots import pareto_plot
 from easy_core.evaluation.reports import metrics_markdown
 from flows.settings import (

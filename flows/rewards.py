@@ -8,7 +8,7 @@ from pathlib import Path
 from prefect import flow
 
 from easy_core.core.datasets import read_trajectories
-from easy_core.core.rewards import reward_rows, reward_summary, write_reward_table
+from easy_core.core.reward import reward_rows, reward_summary, write_reward_table
 from easy_core.core.storage import write_json
 from flows.settings import publish_markdown
 

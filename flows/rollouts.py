@@ -17,7 +17,7 @@ from prefect.cache_policies import INPUTS, NO_CACHE
 from easy_core.core.datasets import Manifest, remove_partial_files, write_manifest
 from easy_core.core.params import Params
 from easy_core.core.storage import write_json, write_jsonl
-from easy_core.learning.rollouts import (
+from easy_core.learning.episode_rollouts import (
     finished_shard,
     rollout_settings_hash,
     rollout_shard_text,

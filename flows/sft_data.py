@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from easy_core.learning.sft_data import write_teacher_dataset
+from easy_core.learning.teacher_data import write_teacher_dataset
 from flows.settings import load_pool_secrets, params_from
 
 

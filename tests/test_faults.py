@@ -10,7 +10,7 @@ import yaml
 
 from easy_core.core.params import ResilienceParams
 from easy_core.core.schemas import FaultRates, StepRequest
-from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.executors.faults import ExecutorConnectionError, FaultInjectingExecutor
 from easy_core.executors.pool import ExecutorPool
 from easy_core.runtime.local_engine import LocalEngine

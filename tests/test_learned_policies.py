@@ -13,7 +13,7 @@ from easy_core.benchmarks.prefix_bench import prefix_benchmark
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params, PrefixParams
 from easy_core.core.schemas import StepResult
-from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.executors.pool import load_pool
 from easy_core.learning.traces import TRACE_COLUMNS, collect_traces, read_traces, write_traces
 from easy_core.policies.budgeted import Candidate, choose

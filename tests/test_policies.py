@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from easy_core.core.capability import expected_success
-from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.world.suites.sim import SimSuite
 from tests.conftest import SIM_DEFAULT, SIM_UNSEEN
 

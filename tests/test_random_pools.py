@@ -41,7 +41,7 @@ def test_drawn_pools_are_seeded_varied_and_named_apart_from_the_shipped_pools() 
 
 
 def test_teacher_turns_on_drawn_pools_show_and_name_the_drawn_executors() -> None:
-    from easy_core.learning.sft_data import teacher_dataset
+    from easy_core.learning.teacher_data import teacher_dataset
 
     params = Params()
     params.sft_data.n_tasks = 4

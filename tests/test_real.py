@@ -16,7 +16,7 @@ import yaml
 
 from easy_core.core.params import Params
 from easy_core.core.schemas import ExecutorProfile, LatencyModel, StepRequest, Task
-from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.executors.faults import ExecutorConnectionError
 from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.pool import load_pool, load_pool_config
@@ -392,7 +392,7 @@ def test_every_pool_file_parses() -> None:
 
 def test_sft_data_includes_a_real_suite_without_latent_subtask_ids() -> None:
     from easy_core.core.params import RealSuiteData
-    from easy_core.learning.sft_data import teacher_dataset
+    from easy_core.learning.teacher_data import teacher_dataset
 
     params = Params()
     params.sft_data.n_tasks = 20

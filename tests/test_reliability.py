@@ -233,8 +233,8 @@ def test_evaluation_killed_mid_run_resumes_to_identical_bytes(tmp_path):
 def test_stored_evaluation_is_reused_across_training_changes_only(tmp_path, params, monkeypatch):
     """The reuse key covers what episodes read: a new GRPO learning rate keeps the stored
     shards, a new reward weight runs the episodes again."""
-    from easy_core.evaluation import evaluate as evaluation
-    from easy_core.evaluation.evaluate import EvalSpec, evaluate_resumable
+    from easy_core.evaluation import evaluator as evaluation
+    from easy_core.evaluation.evaluator import EvalSpec, evaluate_resumable
     from tests.conftest import SIM_DEFAULT
 
     calls = []

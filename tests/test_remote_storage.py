@@ -69,7 +69,7 @@ def run(cmd: list[str], cwd: Path, env: dict) -> str:
 
 
 def test_dvc_remote_push_and_pull_round_trip(s3, tmp_path, params):
-    from easy_core.learning.rollouts import generate_shard
+    from easy_core.learning.episode_rollouts import generate_shard
 
     repo = tmp_path / "repo"
     repo.mkdir()

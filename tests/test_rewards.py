@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from easy_core.core.params import RewardParams
-from easy_core.core.rewards import completeness, efficiency, reward
+from easy_core.core.reward import completeness, efficiency, reward
 from easy_core.core.schemas import RunMetrics
 
 

@@ -17,7 +17,7 @@ from easy_core.core.schemas import (
     Task,
     Trajectory,
 )
-from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.world.suites.sim import generate_task
 from tests.conftest import SIM_DEFAULT
 

@@ -6,7 +6,7 @@ import pytest
 
 from easy_core.core.params import SimParams
 from easy_core.core.schemas import Plan, Step, StepRequest
-from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.executors.pool import load_pool
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.sim_world import SimWorld

@@ -12,10 +12,10 @@ import pytest
 
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
-from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.executors.pool import load_pool_config
 from easy_core.learning.sft import load_examples, train_sft
-from easy_core.learning.sft_data import teacher_examples
+from easy_core.learning.teacher_data import teacher_examples
 from tests.conftest import SIM_DEFAULT
 from tests.fake_openai import FakeOpenAI
 
@@ -533,7 +533,7 @@ def test_a_comparison_reuses_its_evaluations_until_a_checkpoint_changes(
     config changes) redoes its evaluation only, and a new model card alone redoes nothing."""
     import shutil
 
-    from easy_core.evaluation import evaluate as evaluation
+    from easy_core.evaluation import evaluator as evaluation
     from easy_core.evaluation.checkpoint_comparison import compare_checkpoints
 
     model = tmp_path / "model"

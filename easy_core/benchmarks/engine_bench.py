@@ -22,7 +22,7 @@ from easy_core.core.schemas import (
     Subtask,
     Task,
 )
-from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.executors.pool import BackendContext, ExecutorPool, load_pool
 from easy_core.plans.validation import critical_path_s, plan_graph, width
 from easy_core.policies import POLICIES

@@ -19,7 +19,7 @@ def rollouts_command(
 ) -> None:
     """Generate the rollout dataset of params.rollouts in shards (resumable: a re-run after a
     crash or kill skips finished shards and gives the same bytes)."""
-    from easy_core.learning.rollouts import generate_rollouts
+    from easy_core.learning.episode_rollouts import generate_rollouts
 
     params = resolve_params(params_path)
     with progress_bar() as progress:
@@ -64,7 +64,7 @@ def sft_data_command(
 ) -> None:
     """The teacher's successful turns as SFT examples (params.sft_data), as the pipeline's
     sft_data stage writes them: out/train.jsonl and out/summary.json."""
-    from easy_core.learning.sft_data import write_teacher_dataset
+    from easy_core.learning.teacher_data import write_teacher_dataset
 
     params = resolve_params(params_path)
     with out.status("running the teacher"):

@@ -18,7 +18,7 @@ from easy_core.cli.app import (
     user_errors,
 )
 from easy_core.core.errors import EasyError
-from easy_core.evaluation.evaluate import EvalSpec, evaluate, evaluate_resumable, write_results
+from easy_core.evaluation.evaluator import EvalSpec, evaluate, evaluate_resumable, write_results
 
 
 @app.command("eval")

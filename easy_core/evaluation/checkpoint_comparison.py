@@ -14,7 +14,7 @@ from typing import Any
 from easy_core.core.params import Params
 from easy_core.core.schemas import EvalMetrics, Trajectory
 from easy_core.core.stats import paired_difference
-from easy_core.evaluation.evaluate import EvalSpec, evaluate, evaluate_resumable
+from easy_core.evaluation.evaluator import EvalSpec, evaluate, evaluate_resumable
 from easy_core.learning.checkpoints import checkpoint_digest
 from easy_core.policies.batch import ProgressCallback
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from easy_core.core.params import Params
 from easy_core.core.schemas import EvalMetrics
 from easy_core.core.storage import atomic_write_text, write_json
-from easy_core.evaluation.evaluate import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.evaluation.reports import metrics_markdown
 
 

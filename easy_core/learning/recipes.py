@@ -108,7 +108,7 @@ def run_step(recipe: Recipe, step: RecipeStep) -> dict[str, Any]:
     params = step_params(recipe, step)
     out = Path(step.out)
     if step.kind == "sft-data":
-        from easy_core.learning.sft_data import write_teacher_dataset
+        from easy_core.learning.teacher_data import write_teacher_dataset
 
         return write_teacher_dataset(params, out)
     if step.kind == "tree-rollouts":

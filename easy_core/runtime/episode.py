@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from easy_core.core.clock import Clock, DiscreteEventClock
 from easy_core.core.errors import EasyError, PlanError
 from easy_core.core.params import Params
-from easy_core.core.rewards import reward
+from easy_core.core.reward import reward
 from easy_core.core.schemas import (
     EndReason,
     Milestone,
