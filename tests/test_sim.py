@@ -174,3 +174,29 @@ def test_wall_time_mode_sleeps_the_modelled_latency(params):
     assert virtual.milestones[0].results[0].latency_s == wall.milestones[0].results[0].latency_s
     assert wall.metrics.makespan_s == pytest.approx(virtual.metrics.makespan_s, abs=0.05)
     assert wall.metrics.makespan_s >= virtual.metrics.makespan_s
+
+
+def test_every_suite_has_three_disjoint_splits():
+    from easy_core.core.errors import ConfigError
+    from easy_core.world.suites.research import ResearchSuite
+    from easy_core.world.suites.splits import SPLITS, list_split
+
+    for suite in (SimSuite(), ResearchSuite()):
+        prompts = {split: {t.prompt for t in suite.tasks(split, 30, seed=1)} for split in SPLITS}
+        assert all(t.split == "validation" for t in suite.tasks("validation", 3, seed=1))
+        if suite.name == "sim":  # generated: disjoint streams
+            assert not prompts["train"] & prompts["validation"]
+            assert not prompts["validation"] & prompts["test"]
+        with pytest.raises(ConfigError, match="train, validation, test"):
+            next(iter(suite.tasks("dev", 1, seed=1)))
+    items = list(range(100))
+    parts = {split: list_split(items, "k", 0.8, split) for split in SPLITS}
+    assert sorted(sum(parts.values(), [])) == items  # a partition
+    assert [len(parts[s]) for s in SPLITS] == [64, 16, 20]
+    assert parts["test"] == list_split(items, "k", 0.8, "test")
+    # the test part is what it was before validation existed: the last 20% of the shuffle
+    import random
+
+    shuffled = list(items)
+    random.Random("k").shuffle(shuffled)
+    assert parts["test"] == shuffled[80:]

@@ -29,6 +29,7 @@ from easy_core.policies import POLICIES
 from easy_core.policies.batch import run_episodes
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.runtime.local_engine import LocalEngine
+from easy_core.runtime.policy import PoolView, public_task
 from easy_core.world.sim_world import SimWorld
 from easy_core.world.suites.sim import SimSuite
 
@@ -239,7 +240,9 @@ def dispatch_overhead(
         task.budget_usd, task.budget_s = 1.0, 1e4
         timings = []
         for _ in range(repeats):
-            state = EpisodeState(task, pool, params, 0, CostLedger(task.budget_usd))
+            state = EpisodeState(
+                public_task(task), PoolView.of(pool), params, 0, CostLedger(task.budget_usd)
+            )
             start = time.perf_counter()
             choose = policy.chooser(state)
             for sub in task.subtasks:

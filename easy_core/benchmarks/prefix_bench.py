@@ -10,7 +10,7 @@ from easy_core.core.params import Params, PrefixParams
 from easy_core.core.schemas import ExecutorProfile, Task, approx_tokens
 from easy_core.executors.pool import CostLedger, ExecutorPool
 from easy_core.policies.baselines import GreedyPolicy
-from easy_core.runtime.policy import EpisodeState
+from easy_core.runtime.policy import EpisodeState, PoolView, public_task
 from easy_core.runtime.prefix_order import PrefixCache, QueuedStep, next_step
 
 
@@ -23,7 +23,9 @@ def prefix_benchmark(
     greedy = GreedyPolicy()
     plans = []
     for task in tasks:
-        state = EpisodeState(task, pool, params, 0, CostLedger(task.budget_usd))
+        state = EpisodeState(
+            public_task(task), PoolView.of(pool), params, 0, CostLedger(task.budget_usd)
+        )
         plans.append({sub.id: greedy.choose(state, sub) for sub in task.subtasks})
     caches = {name: PrefixCache(prefix.cache_tokens) for name in profiles}
     lanes = {name: profiles[name].max_concurrency for name in profiles}

@@ -37,7 +37,7 @@ def traces_command(
         "random,greedy"
     ),
     n: Annotated[int, typer.Option(min=1, help="tasks per policy")] = 2000,
-    split: Annotated[str, typer.Option(help="train or test")] = "train",
+    split: Annotated[str, typer.Option(help="train, validation or test")] = "train",
     seed: Annotated[int, typer.Option()] = 0,
     out_file: Annotated[Path, typer.Option("--out", help="parquet file")] = Path(
         "data/traces/traces.parquet"

@@ -31,7 +31,9 @@ def eval_command(
     seed: Annotated[
         int | None, typer.Option(help="task and outcome seed [params: eval.seed]")
     ] = None,
-    split: Annotated[str | None, typer.Option(help="train or test [params: eval.split]")] = None,
+    split: Annotated[
+        str | None, typer.Option(help="train, validation or test [params: eval.split]")
+    ] = None,
     sequential: Annotated[bool, typer.Option(help="run each plan one step at a time")] = False,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="write episodes.jsonl, metrics.json")

@@ -71,6 +71,12 @@ class SimParams(_Section):
         0.95, ge=0, le=1, description="success multiplier for each further subtask in one step"
     )
     latency_jitter: float = Field(0.1, ge=0, description="lognormal sigma of step latency")
+    outcome_seed: int = Field(
+        0,
+        ge=0,
+        description="salts the hidden draw of which steps succeed, and nothing else (tasks, "
+        "latencies, self-check draws stay): other outcomes of the same episodes",
+    )
     budget_usd_per_1m_tokens: float = Field(
         12.0, gt=0, description="task cost budget: its tokens times this price"
     )
@@ -130,7 +136,7 @@ class EvalParams(_Section):
     """Defaults of `easy eval` when its options are not given."""
 
     suite: str = "sim"
-    split: Literal["train", "test"] = "test"
+    split: Literal["train", "validation", "test"] = "test"
     n: int = Field(500, ge=1)
     seed: int = 0
     shard_size: int = Field(250, ge=1, description="episodes per resumable shard of `--out`")
@@ -178,8 +184,25 @@ class RealSuiteData(_Section):
     )
 
 
+# Policies that read outcomes; one is a teacher or guide only behind `allow_privileged`.
+PRIVILEGED_POLICIES = frozenset({"oracle"})
+
+
+def _refuse_privileged(names: Sequence[str], allowed: bool, section: str) -> None:
+    used = sorted(set(names) & PRIVILEGED_POLICIES)
+    if used and not allowed:
+        raise ValueError(
+            f"{', '.join(used)} reads outcomes no deployed system has: set "
+            f"{section}.allow_privileged: true to train with it (the model card says so), "
+            "or choose another policy"
+        )
+
+
 class SftDataParams(_Section):
     teacher: str = "greedy"
+    allow_privileged: bool = Field(
+        False, description="let a privileged policy (the oracle) be the teacher"
+    )
     pool: str = SIM_POOLS[0]
     n_tasks: int = Field(400, ge=1)
     random_pools: int = Field(
@@ -188,6 +211,11 @@ class SftDataParams(_Section):
     random_pool_tasks: int = Field(10, ge=1, description="training tasks per drawn pool")
     seed: int = 0
     real: list[RealSuiteData] = Field(default_factory=lambda: [RealSuiteData()])
+
+    @model_validator(mode="after")
+    def _privileged_teacher_needs_the_flag(self) -> SftDataParams:
+        _refuse_privileged([self.teacher], self.allow_privileged, "sft_data")
+        return self
 
 
 class RolloutParams(_Section):
@@ -383,6 +411,15 @@ class GrpoParams(_Section):
     )
     threads: int = Field(2, ge=1)
     seed: int = 0
+
+    allow_privileged: bool = Field(
+        False, description="let a privileged policy (the oracle) guide or continue episodes"
+    )
+
+    @model_validator(mode="after")
+    def _privileged_guidance_needs_the_flag(self) -> GrpoParams:
+        _refuse_privileged([*self.guide, self.continuation], self.allow_privileged, "grpo")
+        return self
 
     @model_validator(mode="after")
     def _executor_options_need_in_process_sampling(self) -> GrpoParams:

@@ -227,7 +227,7 @@ class Subtask(BaseModel):
 class Task(Record):
     id: Identifier
     suite: str
-    split: Literal["train", "test"]
+    split: Literal["train", "validation", "test"]
     family: str = ""
     prompt: str
     answer: str = Field(description="gold final answer; for checkers only")

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from easy_core.core.params import PRIVILEGED_POLICIES
 from easy_core.core.storage import atomic_write_text, write_json
 from easy_core.executors.hf_models import drop_quantization
 
@@ -158,3 +159,16 @@ def plot_curve(
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def privileged_note(policies: list[str]) -> str:
+    """The model card's line on privileged guidance: said whenever a policy that reads
+    outcomes (the oracle) taught or guided the training."""
+    used = sorted(set(policies) & PRIVILEGED_POLICIES)
+    if not used:
+        return ""
+    return (
+        f"**Privileged guidance:** {', '.join(used)} (reads the simulated world's outcomes) "
+        "guided this training; its evaluations measure a model that saw what no deployed "
+        "system can.\n\n"
+    )

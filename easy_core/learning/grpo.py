@@ -41,6 +41,7 @@ from easy_core.core.schemas import ExecutorProfile, Plan, PoolConfig, Trajectory
 from easy_core.core.stats import mean
 from easy_core.executors.pool import ExecutorPool, load_pool, load_pool_context
 from easy_core.learning.checkpoints import (
+    privileged_note,
     publish_checkpoint,
     staging_dir,
     trainable_copy,
@@ -54,25 +55,39 @@ from easy_core.plans.validation import parse_plan, validate_plan
 from easy_core.policies import get_policy
 from easy_core.policies.llm import chat_prompt_ids, generate_ids
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.runtime.policy import EpisodeState
+from easy_core.runtime.policy import EpisodeState, OutcomeOracle
 from easy_core.world.random_pools import random_names, random_pool
 from easy_core.world.suites.sim import SimSuite
 
 
 class ScriptedPolicy:
-    """Plays given turns in order, then hands over to another policy."""
+    """Plays given turns in order, then hands over to another policy (a privileged one, the
+    oracle, only where params allow privileged guidance: the validators refuse it otherwise)."""
 
     def __init__(self, turns: list[Plan | str], then: str = "greedy"):
         self.turns = turns
         self.then = get_policy(then)
         self.name = "scripted"
+        self.privileged = getattr(self.then, "privileged", False) is True
 
-    async def act(self, state: EpisodeState) -> Plan | str:
+    def _scripted(self, state: EpisodeState) -> Plan | str | None:
         played = state.scratch.get("scripted_turns", 0)
         if played < len(self.turns):
             state.scratch["scripted_turns"] = played + 1
             return self.turns[played]
-        return await self.then.act(state)
+        return None
+
+    async def act(self, state: EpisodeState) -> Plan | str:
+        turn = self._scripted(state)
+        return turn if turn is not None else await self.then.act(state)
+
+    async def act_with_outcomes(
+        self, state: EpisodeState, outcomes: OutcomeOracle | None
+    ) -> Plan | str:
+        turn = self._scripted(state)
+        if turn is not None:
+            return turn
+        return await self.then.act_with_outcomes(state, outcomes)  # type: ignore[attr-defined]
 
 
 def renamed_profiles(
@@ -467,7 +482,8 @@ def train_grpo(
         f"# easy orchestrator, GRPO from {config.base_model}\n\nTRL GRPOTrainer on "
         f"{len(rows)} decision states of tree rollouts (K={params.rollouts.tree_k}, prompts "
         f"to depth {config.tree_depth}); reward: the simulator's episode reward.\n\n"
-        "Per step: "
+        + privileged_note(config.guide + [config.continuation])
+        + "Per step: "
         + ", ".join(f"{c['reward']:.3f}" for c in curve)
         + "\n\nParams:\n"
         + "\n".join(f"- {k}: {v}" for k, v in config.model_dump().items())

@@ -23,6 +23,7 @@ from typing import Any
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import SftParams
 from easy_core.learning.checkpoints import (
+    privileged_note,
     publish_checkpoint,
     staging_dir,
     trainable_copy,
@@ -114,6 +115,14 @@ def train_sft(
     return metrics
 
 
+def teacher_of(data: str) -> str:
+    """The teacher named in the data set's summary.json (written beside it), or ""."""
+    summary = Path(data).parent / "summary.json"
+    if not summary.is_file():
+        return ""
+    return str(json.loads(summary.read_text(encoding="utf-8")).get("teacher", ""))
+
+
 def model_card(sft: SftParams, metrics: dict[str, Any], curve: list[dict[str, float]]) -> str:
     params = "\n".join(f"- {k}: {v}" for k, v in sft.model_dump().items())
     losses = ", ".join(f"{c['loss']:.3f}" for c in curve)
@@ -123,6 +132,7 @@ def model_card(sft: SftParams, metrics: dict[str, Any], curve: list[dict[str, fl
         "Writes one JSON plan per turn (the contract in easy's docs/ARCHITECTURE.md) for the "
         "executor pool its prompt describes. Trained with TRL SFTTrainer on teacher turns.\n\n"
         f"Data: `{sft.data}` (sha256 {metrics['data_sha256']}), {metrics['examples']} examples."
-        f"\n\nLoss: {metrics['first_loss']} -> {metrics['last_loss']} in {metrics['steps']} "
+        f"\n\n{privileged_note([teacher_of(sft.data)])}"
+        f"Loss: {metrics['first_loss']} -> {metrics['last_loss']} in {metrics['steps']} "
         f"steps ({metrics['train_seconds']:.0f} s); per step: {losses}.\n\nParams:\n{params}\n"
     )

@@ -23,9 +23,8 @@ from easy_core.core.capability import shifted_success
 from easy_core.core.errors import PolicyError
 from easy_core.core.params import Params
 from easy_core.core.schemas import ExecutorProfile, Plan, StepResult, Subtask, Task
-from easy_core.executors.simulated import SimExecutor
 from easy_core.plans.structured import latest_good_results, step_id
-from easy_core.runtime.policy import EpisodeState
+from easy_core.runtime.policy import EpisodeState, OutcomeOracle
 
 USELESS_BELOW = 0.1
 
@@ -318,25 +317,32 @@ class GreedyOncePolicy(GreedyPolicy):
 
 
 class OraclePolicy(SubtaskPolicy):
-    name = "oracle"
+    """The upper bound: per subtask the cheapest executor that will succeed in this episode's
+    simulated world. The only privileged policy: the episode loop hands it the outcomes, and
+    nothing else can reach them."""
 
-    def choose(self, state: EpisodeState, sub: Subtask) -> str:
-        executors = state.pool.executors
-        # (a fault-injecting wrapper keeps the simulated executor it wraps as `inner`)
-        sims = [
-            inner
-            for e in executors.values()
-            if isinstance(inner := getattr(e, "inner", e), SimExecutor)
-        ]
-        if len(sims) != len(executors) or state.task.suite != "sim":
+    name = "oracle"
+    privileged = True
+
+    async def act(self, state: EpisodeState) -> Plan:
+        raise PolicyError(
+            "policy 'oracle' reads outcomes: only the episode loop may run it "
+            "(act_with_outcomes), in the sim suite with sim executors"
+        )
+
+    async def act_with_outcomes(self, state: EpisodeState, outcomes: OutcomeOracle | None) -> Plan:
+        if outcomes is None:
             raise PolicyError(
                 "policy 'oracle' knows outcomes only in the sim suite with sim executors"
             )
-        world = sims[0].world
+        state.scratch["outcomes"] = outcomes
+        return await SubtaskPolicy.act(self, state)
+
+    def choose(self, state: EpisodeState, sub: Subtask) -> str:
+        outcomes: OutcomeOracle = state.scratch["outcomes"]
         options = estimates(state).options[sub.id]  # cheapest first
         for option in options:
-            profile = executors[option.executor].profile
-            if world.would_succeed(state.seed, state.task, sub, profile):
+            if outcomes.would_succeed(sub, option.executor):
                 return option.executor
         return max(options, key=lambda o: o.success).executor
 

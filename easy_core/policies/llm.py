@@ -188,7 +188,7 @@ def turn_inputs(state: EpisodeState) -> tuple[list[dict[str, str]], dict[str, An
     )
     schema = turn_schema(
         state.task,
-        list(state.pool.executors),
+        state.pool.names,
         state.milestones,
         state.params.limits.max_steps_per_plan,
     )

@@ -25,10 +25,11 @@ from easy_core.core.schemas import (
     approx_tokens,
 )
 from easy_core.executors.pool import ExecutorPool, PoolSession
+from easy_core.executors.simulated import SimExecutor
 from easy_core.plans.prompting import plan_text
 from easy_core.plans.validation import answer_reference, parse_plan, validate_plan
 from easy_core.runtime.local_engine import LocalEngine
-from easy_core.runtime.policy import EpisodeState, Policy
+from easy_core.runtime.policy import EpisodeState, OutcomeOracle, Policy, PoolView, public_task
 from easy_core.runtime.scheduler import PlanEngine
 
 Checker = Callable[[Task, str | None], bool]
@@ -61,6 +62,7 @@ class EpisodeRunner:
             difficulty_slope=params.capability.difficulty_slope,
         )
         self._executor_names = set(pool.executors)
+        self._view = PoolView.of(pool)  # what policies see of the pool
         # Charge policies that are not LLMs the tokens of their plans as an LLM would write
         # them (tree-rollout accounting); off by default, it costs a serialisation per turn.
         self.count_plan_tokens = False
@@ -91,7 +93,7 @@ class EpisodeRunner:
             origin=origin,
             deadline=origin + task.budget_s,
             session=session,
-            state=EpisodeState(task, self.pool, self.params, seed, session.ledger),
+            state=EpisodeState(public_task(task), self._view, self.params, seed, session.ledger),
         )
 
     async def run(
@@ -159,6 +161,16 @@ class EpisodeCursor:
     def ended(self) -> bool:
         return self.end_reason is not None
 
+    def _outcomes(self) -> OutcomeOracle | None:
+        """The outcome oracle of this episode, for a privileged policy: only where every
+        executor is simulated and the task is a sim task (elsewhere outcomes are unknown)."""
+        executors = self.runner.pool.executors
+        inner = [getattr(e, "inner", e) for e in executors.values()]
+        if self.task.suite != "sim" or not all(isinstance(e, SimExecutor) for e in inner):
+            return None
+        profiles = {name: e.profile for name, e in executors.items()}
+        return OutcomeOracle(inner[0].world, self.seed, self.task, profiles)  # type: ignore[attr-defined]
+
     async def turn(self, policy: Policy) -> bool:
         """One turn; False once the episode has ended."""
         if self.end_reason is not None:
@@ -171,7 +183,10 @@ class EpisodeCursor:
             return False
         before = state.scratch.get("orchestrator_tokens", 0)
         try:
-            turn = await policy.act(state)
+            if getattr(policy, "privileged", False) is True:
+                turn = await policy.act_with_outcomes(state, self._outcomes())  # type: ignore[attr-defined]
+            else:
+                turn = await policy.act(state)
             plan = turn if isinstance(turn, Plan) else parse_plan(turn)
             self._count_tokens(before, plan)
             validate_plan(

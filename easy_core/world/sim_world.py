@@ -39,6 +39,48 @@ def unit_hash(key: str) -> float:
     return (int.from_bytes(digest, "big") + 0.5) / 2.0**64
 
 
+def wrong_answer(seed: int, task_id: str, subtask_id: str, executor: str, gold: str) -> str:
+    """A wrong sub-answer that looks exactly like a right one: the gold's own format (each
+    digit a digit, each lowercase hex or letter of the same kind, the rest kept) and length,
+    drawn from a hash of (seed, task, subtask, executor), never equal to the gold. Nothing in
+    it tells a policy that it is wrong; only the self-check speaks of correctness."""
+    digest = hashlib.blake2b(
+        f"wrong|{seed}|{task_id}|{subtask_id}|{executor}".encode(), digest_size=32
+    ).digest()
+    hex_gold = all(c in _HEX for c in gold) and any(c in "abcdef" for c in gold)
+    chars = []
+    for i, c in enumerate(gold):
+        byte = digest[i % len(digest)] ^ (i // len(digest))
+        if hex_gold:
+            chars.append(_HEX[byte % 16])
+        elif c.isdigit():
+            chars.append(str(byte % 10))
+        elif c.islower():
+            chars.append(chr(ord("a") + byte % 26))
+        elif c.isupper():
+            chars.append(chr(ord("A") + byte % 26))
+        else:
+            chars.append(c)
+    answer = "".join(chars)
+    if answer == gold:  # one chance in the alphabet size to the power of the length
+        answer = _next_symbol(gold[0], hex_gold) + gold[1:] if gold else "?"
+    return answer
+
+
+_HEX = "0123456789abcdef"
+
+
+def _next_symbol(c: str, hex_gold: bool) -> str:
+    if hex_gold:
+        return _HEX[(_HEX.index(c) + 1) % 16]
+    if c.isdigit():
+        return str((int(c) + 1) % 10)
+    if c.isalpha():
+        base = ord("a") if c.islower() else ord("A")
+        return chr(base + (ord(c) - base + 1) % 26)
+    return "?" if c != "?" else "!"
+
+
 def unit_hash_pair(key: str) -> tuple[float, float]:
     """Two independent deterministic uniforms in (0, 1) from one string key."""
     digest = hashlib.blake2b(key.encode(), digest_size=16).digest()
@@ -56,8 +98,11 @@ class SimWorld:
         self.capability = capability or CapabilityParams()
         self._shared = math.sqrt(self.sim.shared_hardness)
         self._own = math.sqrt(1.0 - self.sim.shared_hardness)
+        self._salt = f"o{self.sim.outcome_seed}:" if self.sim.outcome_seed else ""
 
     def hardness(self, seed: int, task_id: str, subtask_id: str, executor: str) -> float:
+        if self._salt:
+            seed = f"{self._salt}{seed}"  # type: ignore[assignment]
         z_shared = _NORMAL.inv_cdf(unit_hash(f"{seed}|{task_id}|{subtask_id}"))
         z_own = _NORMAL.inv_cdf(unit_hash(f"{seed}|{task_id}|{subtask_id}|{executor}"))
         z = self._shared * z_shared + self._own * z_own
@@ -123,7 +168,7 @@ class SimWorld:
             if position:
                 p *= sim.multi_cover_factor**position
             ok = inputs_correct and self.hardness(seed, task.id, sub.id, profile.name) < p
-            answer = sub.gold if ok else f"wrong-{sub.id}-{int(p * 1000):03d}"
+            answer = sub.gold if ok else wrong_answer(seed, task.id, sub.id, profile.name, sub.gold)
             answers[sub.id] = available[sub.id] = answer
             all_correct = all_correct and ok
             tokens_out += max(1, round(sub.output_tokens * profile.verbosity))

@@ -1,4 +1,5 @@
-"""Task sources with checkers. Each suite yields `Task` objects with a seeded train/test split."""
+"""Task sources with checkers. Each suite yields `Task` objects of a seeded train, validation or
+test split (`splits`)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,6 @@ A seeded shuffle puts 80% of the problems in train and 20% in test.
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Iterator
 from functools import lru_cache
@@ -14,6 +13,7 @@ from typing import Any
 from easy_core.core.errors import ConfigError
 from easy_core.core.schemas import Subtask, Task
 from easy_core.world.sandbox import SandboxLimits, run_python
+from easy_core.world.suites.splits import checked_split, list_split
 
 TRAIN_SHARE = 0.8
 INSTRUCTION = (
@@ -56,10 +56,8 @@ class CodeSuite:
     name = "code"
 
     def _split(self, split: str, seed: int) -> list[dict[str, Any]]:
-        items = list(problems())
-        random.Random(f"code-split|{seed}").shuffle(items)
-        cut = int(len(items) * TRAIN_SHARE)
-        return items[:cut] if split == "train" else items[cut:]
+        checked_split(self.name, split)
+        return list_split(list(problems()), f"code-split|{seed}", TRAIN_SHARE, split)
 
     def tasks(self, split: str, n: int, seed: int, start: int = 0) -> Iterator[Task]:
         chosen = self._split(split, seed)

@@ -34,6 +34,7 @@ from easy_core.world.games import (
     normalize_command,
     replay,
 )
+from easy_core.world.suites.splits import checked_split
 
 SLACK_MOVES = 2
 SLACK_COMMAND = "look"
@@ -68,8 +69,10 @@ LEVELS = {
 
 
 def game_seed(seed: int, split: str, index: int) -> int:
-    """The generator seed of task `index` of `split`. Even for train, odd for test, so the two
-    streams can never share a game; below 2**31 as textworld's RNGs need."""
+    """The generator seed of task `index` of `split`. Even for train and validation, odd for
+    test, so test can never share a game with either; below 2**31 as textworld's RNGs need.
+    Train and validation are separate hash streams over 2**30 even seeds (a shared game is a
+    one-in-a-billion chance per pair of tasks)."""
     digest = hashlib.blake2b(f"embodied|{seed}|{split}|{index}".encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") % 2**30) * 2 + (split == "test")
 
@@ -224,8 +227,7 @@ class EmbodiedSuite:
     def tasks(self, split: str, n: int, seed: int, start: int = 0) -> Iterator[Task]:
         """Tasks `start` .. `start + n - 1` of `split`; the level cycles over `levels`. A task
         depends only on (seed, split, index), so shards can be made apart."""
-        if split not in ("train", "test"):
-            raise ConfigError(f"embodied suite: split must be 'train' or 'test' (got {split!r})")
+        checked_split(self.name, split)
         for index in range(start, start + n):
             level = self.levels[index % len(self.levels)]
             yield make_task(self.cache_dir, level, seed, split, index)

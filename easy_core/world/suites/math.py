@@ -13,6 +13,7 @@ from typing import Any
 from easy_core.core.errors import ConfigError
 from easy_core.core.schemas import Subtask, Task
 from easy_core.world.suites.answers import final_line
+from easy_core.world.suites.splits import checked_split
 
 # generator -> difficulty 1..5 (how hard it is for a small model)
 GENERATORS = {
@@ -52,6 +53,7 @@ class MathSuite:
     name = "math"
 
     def tasks(self, split: str, n: int, seed: int, start: int = 0) -> Iterator[Task]:
+        checked_split(self.name, split)
         names = list(GENERATORS)
         generator_seed = _generator_seed(seed, split)
         for index in range(start, start + n):

@@ -9,12 +9,12 @@ companies never asked about in training. Graded by exact match and token F1 (SQu
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 
 from easy_core.core.schemas import Subtask, Task
 from easy_core.world.corpora import fictional_world
 from easy_core.world.suites.answers import exact_match, final_line, token_f1
+from easy_core.world.suites.splits import checked_split, list_split
 
 TRAIN_SHARE = 0.7
 SYNTHESIS = (
@@ -41,10 +41,8 @@ class ResearchSuite:
 
     def tasks(self, split: str, n: int, seed: int, start: int = 0) -> Iterator[Task]:
         world = fictional_world(seed)
-        companies = list(world.companies)
-        random.Random(f"research-split|{seed}").shuffle(companies)
-        cut = int(len(companies) * TRAIN_SHARE)
-        pool = companies[:cut] if split == "train" else companies[cut:]
+        checked_split(self.name, split)
+        pool = list_split(list(world.companies), f"research-split|{seed}", TRAIN_SHARE, split)
         for index in range(start, start + n):
             company = pool[index % len(pool)]
             three_hops = (index // len(pool) + index) % 2 == 1

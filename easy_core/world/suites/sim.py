@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from easy_core.core.params import SimParams
 from easy_core.core.schemas import Subtask, Task
+from easy_core.world.suites.splits import checked_split
 
 SKILLS = ("arithmetic", "logic", "code", "lookup", "writing")
 FAMILIES = ("chain", "fanout", "diamond", "mixed")
@@ -58,7 +59,8 @@ def generate_task(seed: int, split: str, index: int, params: SimParams | None = 
     params = params or SimParams()
     key = f"sim|{seed}|{split}|{index}"
     rng = random.Random(hashlib.blake2b(key.encode(), digest_size=8).digest())
-    family = FAMILIES[index % len(FAMILIES)] if split == "test" else rng.choice(FAMILIES)
+    held_out = split in ("test", "validation")  # every family in turn, as reported
+    family = FAMILIES[index % len(FAMILIES)] if held_out else rng.choice(FAMILIES)
     deps = _layers(family, rng)
     main_skill = rng.choice(SKILLS)
     subtasks = []
@@ -127,8 +129,9 @@ class SimSuite:
         self.params = params or SimParams()
 
     def tasks(self, split: str, n: int, seed: int, start: int = 0) -> Iterator[Task]:
-        """Tasks `start` .. `start + n - 1` of `split`; train and test draw from disjoint seed
-        streams, and a task depends only on (seed, split, index), so shards can be made apart."""
+        """Tasks `start` .. `start + n - 1` of `split`; each split draws from its own seed
+        stream, and a task depends only on (seed, split, index), so shards can be made apart."""
+        checked_split(self.name, split)
         for index in range(start, start + n):
             yield generate_task(seed, split, index, self.params)
 
