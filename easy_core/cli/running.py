@@ -211,6 +211,9 @@ def compare_command(
     suite: Annotated[str, typer.Option(help="task suite")] = "sim",
     n: Annotated[int, typer.Option(min=1, help="held-out tasks")] = 500,
     seed: Annotated[int, typer.Option()] = 0,
+    split: Annotated[
+        str, typer.Option(help="validation to choose settings on, test to report them")
+    ] = "test",
     out_dir: Annotated[Path, typer.Option("--out", help="results folder")] = Path(
         "results/compare"
     ),
@@ -221,7 +224,7 @@ def compare_command(
     from easy_core.evaluation.policy_comparison import compare, targets_markdown, write_comparison
 
     names = [name.strip() for name in policies.split(",") if name.strip()]
-    rows = compare(resolve_params(params_path), suite, pool, names, n, seed)
+    rows = compare(resolve_params(params_path), suite, pool, names, n, seed, split)
     try:
         plots = write_comparison(out_dir, rows, f"{suite} / {rows[0].pool}: {n} held-out tasks")
     except ImportError as exc:

@@ -14,10 +14,17 @@ from easy_core.evaluation.reports import metrics_markdown
 
 
 def compare(
-    params: Params, suite: str, pool: str | Path, policies: list[str], n: int, seed: int
+    params: Params,
+    suite: str,
+    pool: str | Path,
+    policies: list[str],
+    n: int,
+    seed: int,
+    split: str = "test",
 ) -> list[EvalMetrics]:
+    """`split`: `validation` to choose weights and thresholds, `test` to report them."""
     wanted = list(dict.fromkeys(policies + (["oracle"] if suite == "sim" else [])))
-    return [evaluate(EvalSpec(suite, policy, pool, n, seed), params)[0] for policy in wanted]
+    return [evaluate(EvalSpec(suite, policy, pool, n, seed, split), params)[0] for policy in wanted]
 
 
 def targets_markdown(rows: list[EvalMetrics]) -> str:
