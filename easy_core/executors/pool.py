@@ -39,7 +39,8 @@ def _hf(profile: ExecutorProfile, context: BackendContext) -> Executor:
     if not profile.model:
         raise ConfigError(
             f"executor {profile.name!r}: backend 'hf' needs `model`: a packaged model "
-            "(smollm2-135m, gemma3-270m) or a checkpoint folder"
+            "(smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b) or a checkpoint "
+            "folder"
         )
     return HFExecutor(profile, context.hf)
 
