@@ -221,9 +221,13 @@ class _AsyncOnly:
     def __init__(self, policy):
         self.inner = policy
         self.name = policy.name
+        self.privileged = getattr(policy, "privileged", False)  # the oracle keeps its outcomes
 
     async def act(self, state):
         return await self.inner.act(state)
+
+    async def act_with_outcomes(self, state, outcomes):
+        return await self.inner.act_with_outcomes(state, outcomes)
 
 
 @pytest.mark.parametrize("policy", ["greedy", "oracle", "random", "strongest"])
