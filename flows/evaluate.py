@@ -28,10 +28,21 @@ from flows.settings import (
 
 @task(task_run_name="eval-{policy}-{pool_name}")
 def evaluate_one(
-    policy: str, pool: str, pool_name: str, n: int, seed: int, params_path: str | None, out: str
+    policy: str,
+    pool: str,
+    pool_name: str,
+    n: int,
+    seed: int,
+    params_path: str | None,
+    out: str,
+    model: str | None = None,
 ) -> EvalMetrics:
+    """`model`: the checkpoint the `easy` policy runs (the trained orchestrator)."""
     spec = EvalSpec("sim", policy, pool, n, seed, "test")
-    metrics, trajectories = evaluate(spec, params_from(params_path))
+    params = params_from(params_path)
+    if model is not None:
+        params.orchestrator = params.orchestrator.model_copy(update={"model": model})
+    metrics, trajectories = evaluate(spec, params)
     write_results(Path(out) / f"{pool_name}-{policy}", metrics, trajectories)
     return metrics
 
@@ -41,16 +52,16 @@ def run_evaluation(
 ) -> list[EvalMetrics]:
     params = params_from(params_path)
     load_pool_secrets(params)
-    runs = [(policy, pool) for pool in config.pools for policy in config.policies]
+    runs = [(policy, pool, config.n) for pool in config.pools for policy in config.policies]
+    if config.orchestrator_n:  # the orchestrator the train stage trained, on fewer tasks
+        runs += [("easy", pool, config.orchestrator_n) for pool in config.pools]
     progress = create_progress_artifact(0.0, key="evaluation-progress", description=title)
     one = evaluate_one.with_options(**task_options(params))
     rows = []
-    for done, (policy, pool) in enumerate(runs, start=1):
-        rows.append(
-            one(
-                policy, pool, Path(pool).stem, config.n, config.seed, params_path, f"{out_dir}/runs"
-            )
-        )
+    for done, (policy, pool, n) in enumerate(runs, start=1):
+        model = config.orchestrator_model if policy == "easy" else None
+        name, runs_dir = Path(pool).stem, f"{out_dir}/runs"
+        rows.append(one(policy, pool, name, n, config.seed, params_path, runs_dir, model))
         update_progress_artifact(progress, 100.0 * done / len(runs))
     out = Path(out_dir)
     summary = {f"{r.pool}/{r.policy}": r.model_dump(mode="json") for r in rows}
@@ -71,7 +82,7 @@ def evaluate_flow(
     pools: list[str] | None = None,
     out_dir: str = "results",
 ) -> list[EvalMetrics]:
-    """Baselines (and later trained policies) on held-out sim tasks; params: evaluate."""
+    """The policies and the trained orchestrator on held-out sim tasks; params: evaluate."""
     config = params_from(params_path).evaluate
     config = config.model_copy(
         update={k: v for k, v in {"n": n, "policies": policies, "pools": pools}.items() if v}

@@ -17,7 +17,8 @@ SMALL = {
     "grpo": {"max_steps": 1, "max_completion_length": 16, "tasks": 2},
     "rollouts": {"shards": 2, "episodes_per_shard": 10, "tree_tasks": 5},
     "policy_training": {"n_tasks": 60, "epochs": 4, "knn_reference_rows": 200},
-    "evaluate": {"n": 10, "policies": ["greedy", "graph", "oracle"]},
+    "evaluate": {"n": 10, "policies": ["greedy", "graph", "oracle"], "orchestrator_n": 1},
+    "orchestrator": {"max_new_tokens": 48},
     "nightly": {"n": 10, "policies": ["greedy"]},
 }
 
@@ -57,7 +58,7 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
 
     monkeypatch.chdir(tmp_path)
     summary = pipeline_flow(small_params)
-    assert summary["rollout_episodes"] == 20 and summary["evaluations"] == 6
+    assert summary["rollout_episodes"] == 20 and summary["evaluations"] == 8
     assert summary["sft_examples"] > 0
     for path in (
         "results/profiles/sim-default.yaml",
@@ -87,9 +88,12 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
         assert (tmp_path / path).is_file(), path
     assert (tmp_path / "results/pareto.png").read_bytes()[:4] == b"\x89PNG"
     metrics = json.loads((tmp_path / "results/metrics.json").read_text())
-    assert set(metrics) == {
-        f"{p}/{q}" for p in ("sim-default", "sim-unseen") for q in ("greedy", "graph", "oracle")
+    assert set(metrics) == {  # the trained orchestrator is evaluated with the policies
+        f"{p}/{q}"
+        for p in ("sim-default", "sim-unseen")
+        for q in ("greedy", "graph", "oracle", "easy")
     }
+    assert metrics["sim-default/easy"]["n"] == 1 and metrics["sim-default/greedy"]["n"] == 10
     example = json.loads((tmp_path / "data/sft/train.jsonl").read_text().splitlines()[0])
     assert [m["role"] for m in example["messages"]] == ["system", "user", "assistant"]
     assert {

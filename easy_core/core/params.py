@@ -236,6 +236,15 @@ class EvaluateParams(_Section):
     policies: list[str] = Field(default_factory=lambda: list(BASELINE_POLICIES))
     n: int = Field(500, ge=1)
     seed: int = 0
+    orchestrator_n: int = Field(
+        0,
+        ge=0,
+        description="held-out tasks per pool on which the trained orchestrator (policy `easy` "
+        "with `orchestrator_model`) is evaluated beside the policies; 0: it is not",
+    )
+    orchestrator_model: str = Field(
+        "models/grpo", description="the checkpoint the `easy` rows evaluate (the train stage's)"
+    )
 
 
 class InferenceParams(_Section):
