@@ -81,12 +81,18 @@ def evaluate_flow(
     policies: list[str] | None = None,
     pools: list[str] | None = None,
     out_dir: str = "results",
+    orchestrator_n: int | None = None,
 ) -> list[EvalMetrics]:
-    """The policies and the trained orchestrator on held-out sim tasks; params: evaluate."""
+    """The policies and the trained orchestrator on held-out sim tasks; params: evaluate. A run
+    that names its `policies` evaluates those only (no orchestrator rows unless
+    `orchestrator_n` is given too)."""
     config = params_from(params_path).evaluate
-    config = config.model_copy(
-        update={k: v for k, v in {"n": n, "policies": policies, "pools": pools}.items() if v}
-    )
+    if policies and orchestrator_n is None:
+        orchestrator_n = 0
+    overrides = {k: v for k, v in {"n": n, "policies": policies, "pools": pools}.items() if v}
+    if orchestrator_n is not None:
+        overrides["orchestrator_n"] = orchestrator_n
+    config = config.model_copy(update=overrides)
     return run_evaluation(config, params_path, out_dir, f"evaluation on {config.n} held-out tasks")
 
 
