@@ -72,9 +72,9 @@ def test_dvc_repro_runs_once_then_only_what_changed(tmp_path):
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     assert repro(repo, env) == ["evaluate"]
 
-    params["sft"]["learning_rate"] *= 2  # a training param: only training re-runs
-    (repo / "params.yaml").write_text(yaml.safe_dump(params))
-    assert repro(repo, env) == ["train"]
+    params["sft"]["learning_rate"] *= 2  # a training param: training, and the evaluation of
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))  # the orchestrator it trained
+    assert repro(repo, env) == ["train", "evaluate"]
 
     params["policy_training"]["epochs"] += 1  # the learned policies' training, and evaluate
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
