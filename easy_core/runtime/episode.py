@@ -63,6 +63,12 @@ class EpisodeRunner:
         )
         self._executor_names = set(pool.executors)
         self._view = PoolView.of(pool)  # what policies see of the pool
+        # What the oracle may ask, once per pool: the simulated world, where every executor is
+        # simulated (a fault-injecting wrapper keeps the one it wraps as `inner`), else None.
+        inner = [getattr(e, "inner", e) for e in pool.executors.values()]
+        simulated = bool(inner) and all(isinstance(e, SimExecutor) for e in inner)
+        self._world = inner[0].world if simulated else None  # type: ignore[attr-defined]
+        self._profiles = {name: e.profile for name, e in pool.executors.items()}
         # Charge policies that are not LLMs the tokens of their plans as an LLM would write
         # them (tree-rollout accounting); off by default, it costs a serialisation per turn.
         self.count_plan_tokens = False
@@ -164,12 +170,10 @@ class EpisodeCursor:
     def _outcomes(self) -> OutcomeOracle | None:
         """The outcome oracle of this episode, for a privileged policy: only where every
         executor is simulated and the task is a sim task (elsewhere outcomes are unknown)."""
-        executors = self.runner.pool.executors
-        inner = [getattr(e, "inner", e) for e in executors.values()]
-        if self.task.suite != "sim" or not all(isinstance(e, SimExecutor) for e in inner):
+        runner = self.runner
+        if self.task.suite != "sim" or runner._world is None:
             return None
-        profiles = {name: e.profile for name, e in executors.items()}
-        return OutcomeOracle(inner[0].world, self.seed, self.task, profiles)  # type: ignore[attr-defined]
+        return OutcomeOracle(runner._world, self.seed, self.task, runner._profiles)
 
     async def turn(self, policy: Policy) -> bool:
         """One turn; False once the episode has ended."""
