@@ -4,6 +4,7 @@ right one's format and length, and nothing a policy can read from a result tells
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -19,6 +20,7 @@ from tests.conftest import SIM_DEFAULT
 HEX8 = re.compile(r"[0-9a-f]{8}")
 
 
+@functools.cache
 def visible_answers(n: int = 300) -> list[tuple[str, str, bool]]:
     """(what a policy reads of a sub-answer: the result's output line, the answer, right?)."""
     params = Params()
