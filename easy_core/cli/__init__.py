@@ -1,7 +1,7 @@
 """The `easy` command line. `app` holds the Typer application and what every command shares
 (the `--set` overrides, user errors as exit code 2, tables, progress); each command group is one
-module (running, data, training, plans, bench) whose commands parse their options, load params,
-call one library function and print."""
+module (running, data, training, plans, bench, serving) whose commands parse their options, load
+params, call one library function and print."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from easy_core.cli import data  # noqa: F401
 from easy_core.cli import training  # noqa: F401
 from easy_core.cli import plans  # noqa: F401
 from easy_core.cli import bench  # noqa: F401
+from easy_core.cli import serving  # noqa: F401
 
 # isort: on
 

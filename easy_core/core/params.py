@@ -83,6 +83,14 @@ class SimParams(_Section):
     budget_time_factor: float = Field(
         3.0, gt=0, description="task time budget: this times its critical path at 40 tok/s"
     )
+    time_scale: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="a sim step takes its modelled latency times this (1: as modelled); below 1 "
+        "runs the simulated world faster, for load tests of a served pool in wall time; tasks' "
+        "time budgets are not scaled",
+    )
 
 
 class RewardParams(_Section):
@@ -478,6 +486,46 @@ class OrchestratorParams(_Section):
     )
 
 
+ReleaseRuleName = Literal["eager", "tail_risk", "prefix", "coact"]
+
+
+class ServeParams(_Section):
+    """`easy serve`: the OpenAI-compatible endpoint and its shared dispatcher."""
+
+    policies: list[str] = Field(
+        default_factory=lambda: ["greedy", "strongest", "cheapest", "random"],
+        min_length=1,
+        description="policies the endpoint serves, as model names; the first is the default",
+    )
+    suite: str = Field(
+        "sim", description="the suite that turns a conversation's last user message into a task"
+    )
+    release: ReleaseRuleName = Field(
+        "eager",
+        description="which waiting step an executor runs next when a slot frees, across all "
+        "requests: eager (FIFO), tail_risk (mean-CVaR index), prefix (shared prompt prefixes "
+        "back to back), coact (task-contrastive embedding similarity)",
+    )
+    max_cost_usd: float = Field(0.05, gt=0, description="the most one request may spend")
+    max_seconds: float = Field(600.0, gt=0, description="the longest one request may run")
+    max_message_chars: int = Field(32_000, ge=1, description="longest message accepted")
+    max_messages: int = Field(64, ge=1, description="most messages in one conversation")
+    max_in_flight: int = Field(
+        256, ge=1, description="requests running at once; more are refused with 429"
+    )
+    drain_s: float = Field(
+        30.0, ge=0, description="on SIGTERM, how long in-flight requests may take to finish"
+    )
+    prefix_cache_tokens: int = Field(
+        4000, ge=0, description="prefix release: the prefix cache of one executor it models"
+    )
+    max_bypass: int = Field(8, ge=0, description="prefix release: times a step may be passed")
+    coact_contrast: float = Field(
+        1.0, ge=0, description="coact: weight of similarity to other workers' paths"
+    )
+    coact_path: int = Field(8, ge=1, description="coact: recent steps that make a worker's path")
+
+
 class Params(_Section):
     """params.yaml: one section per concern, grouped by the stage that reads it."""
 
@@ -509,6 +557,8 @@ class Params(_Section):
     # benchmarks (`easy bench prefix`, `easy bench release`)
     prefix: PrefixParams = PrefixParams()
     release: ReleaseParams = ReleaseParams()
+    # `easy serve`
+    serve: ServeParams = ServeParams()
 
 
 def load_params(path: str | Path | None, overrides: Sequence[str] = ()) -> Params:

@@ -64,7 +64,7 @@ def evaluate(
 # Sections that only training, data generation or the pipeline read: a change to them leaves
 # every stored evaluation episode as it was, so they stay out of the reuse key.
 NOT_READ_BY_EPISODES = frozenset(
-    {"eval", "sft", "grpo", "sft_data", "rollouts", "pipeline", "evaluate", "nightly"}
+    {"eval", "sft", "grpo", "sft_data", "rollouts", "pipeline", "evaluate", "nightly", "serve"}
 )
 
 

@@ -7,12 +7,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from easy_core.core.config import load_yaml_model
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
-from easy_core.core.schemas import ExecutorProfile, MeasuredProfile, PoolConfig
+from easy_core.core.schemas import ExecutorProfile, MeasuredProfile, PoolConfig, StepResult
 from easy_core.executors.base import Executor
 from easy_core.executors.faults import FaultInjectingExecutor
 from easy_core.executors.hf_settings import HFSettings
@@ -133,8 +133,16 @@ class ExecutorPool:
     def profile(self, name: str) -> ExecutorProfile:
         return self.executors[name].profile
 
-    def session(self, budget_usd: float) -> PoolSession:
-        return PoolSession(self, CostLedger(budget_usd))
+    def session(
+        self,
+        budget_usd: float,
+        shared: SlotProvider | None = None,
+        on_result: Callable[[StepResult], None] | None = None,
+    ) -> PoolSession:
+        """A new episode's view of the pool. `shared`: slots shared with other episodes (the
+        service's dispatcher) instead of the episode's own; `on_result`: called with every
+        step result as it is recorded (the service streams them)."""
+        return PoolSession(self, CostLedger(budget_usd), shared, on_result)
 
 
 class LedgerEntry(NamedTuple):
@@ -173,15 +181,43 @@ class CostLedger:
         return charged
 
 
+@dataclass(eq=False, slots=True)
+class SlotTicket:
+    """What a step waiting for a slot tells a shared dispatcher about itself, so that its
+    release rule can choose among the steps of many episodes (`runtime.dispatcher`)."""
+
+    episode: int  # which episode (request) the step belongs to
+    arrival_s: float  # clock time the episode arrived
+    prefix: str  # the prompt prefix it shares with its episode's other steps
+    text: str  # what the step asks (for similarity-based dispatch)
+    expected_s: float  # the latency its executor's profile predicts
+    downstream_s: float = 0.0  # predicted time of the longest chain of steps waiting on it
+    worker: int | None = None  # the slot that runs it, once started
+    ready_s: float = 0.0  # clock time it began to wait for a slot
+    started_s: float = 0.0  # clock time it got one
+    bypassed: int = 0  # times another step was chosen before it
+
+
+class Slots(Protocol):
+    """An executor's concurrency slots as an engine uses them."""
+
+    def acquire(self, start: Callable[[], None], ticket: SlotTicket | None = None) -> bool: ...
+
+    def release(self, ticket: SlotTicket | None = None) -> None: ...
+
+    def withdraw(self, start: Callable[[], None]) -> None: ...
+
+
 class ExecutorSlots:
     """FIFO concurrency slots of one executor. `acquire(start)` calls `start` now if a slot is
-    free and returns True; otherwise queues it, to be called when a slot is released."""
+    free and returns True; otherwise queues it, to be called when a slot is released. The ticket
+    is for dispatchers that choose among waiting steps; FIFO slots ignore it."""
 
     def __init__(self, capacity: int):
         self.free = capacity
         self.queue: deque[Callable[[], None]] = deque()
 
-    def acquire(self, start: Callable[[], None]) -> bool:
+    def acquire(self, start: Callable[[], None], ticket: SlotTicket | None = None) -> bool:
         if self.free > 0 and not self.queue:
             self.free -= 1
             start()
@@ -189,7 +225,7 @@ class ExecutorSlots:
         self.queue.append(start)
         return False
 
-    def release(self) -> None:
+    def release(self, ticket: SlotTicket | None = None) -> None:
         if self.queue:
             self.queue.popleft()()
         else:
@@ -222,16 +258,38 @@ class CircuitBreaker:
         self.opened_at = None
 
 
-class PoolSession:
-    """The pool as one episode sees it: its own concurrency slots and its own ledger."""
+class SlotProvider(Protocol):
+    """Concurrency slots shared by many episodes: one queue per executor."""
 
-    def __init__(self, pool: ExecutorPool, ledger: CostLedger):
+    def slots(self, name: str) -> Slots: ...
+
+    def episode_id(self) -> int: ...
+
+
+class PoolSession:
+    """The pool as one episode sees it: its own ledger, and its own concurrency slots unless
+    they are `shared` with other episodes (then steps carry a `SlotTicket`)."""
+
+    def __init__(
+        self,
+        pool: ExecutorPool,
+        ledger: CostLedger,
+        shared: SlotProvider | None = None,
+        on_result: Callable[[StepResult], None] | None = None,
+    ):
         self.pool = pool
         self.ledger = ledger
-        self._slots = {
-            name: ExecutorSlots(executor.profile.max_concurrency)
-            for name, executor in pool.executors.items()
-        }
+        self.shared = shared
+        self.on_result = on_result
+        self.episode = shared.episode_id() if shared is not None else 0
+        self.arrival_s: float | None = None  # set by the episode runner when it starts
+        if shared is None:
+            self._slots: dict[str, Slots] = {
+                name: ExecutorSlots(executor.profile.max_concurrency)
+                for name, executor in pool.executors.items()
+            }
+        else:
+            self._slots = {name: shared.slots(name) for name in pool.executors}
         self._breakers: dict[str, CircuitBreaker] = {}
 
     def executor(self, name: str) -> Executor:
@@ -246,7 +304,7 @@ class PoolSession:
             breaker = self._breakers[name] = CircuitBreaker(threshold, cooldown_s)
         return breaker
 
-    def slots(self, name: str) -> ExecutorSlots:
+    def slots(self, name: str) -> Slots:
         return self._slots[name]
 
 

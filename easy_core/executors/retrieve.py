@@ -53,6 +53,11 @@ def _encoder() -> Any:
     return SentenceTransformer(str(minilm_path()), device="cpu")
 
 
+def encode_texts(texts: list[str]) -> Any:
+    """Unit-length MiniLM embeddings of `texts` (one row each), from the packaged encoder."""
+    return _encoder().encode(texts, normalize_embeddings=True)
+
+
 @lru_cache(maxsize=8)
 def _embeddings(corpus: str) -> Any:
     return _encoder().encode(list(get_corpus(corpus)), normalize_embeddings=True)

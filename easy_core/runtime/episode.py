@@ -86,11 +86,20 @@ class EpisodeRunner:
         `DiscreteEventClock` without an event loop."""
         return all(hasattr(e, "simulate") for e in self.pool.executors.values())
 
-    def start(self, task: Task, seed: int = 0, clock: Clock | None = None) -> EpisodeCursor:
-        """A new episode, before its first turn. `clock` defaults to the running asyncio loop."""
+    def start(
+        self,
+        task: Task,
+        seed: int = 0,
+        clock: Clock | None = None,
+        session: PoolSession | None = None,
+    ) -> EpisodeCursor:
+        """A new episode, before its first turn. `clock` defaults to the running asyncio loop;
+        `session` to one of its own (the service passes one on its shared dispatcher)."""
         loop = clock if clock is not None else asyncio.get_running_loop()
-        session = self.pool.session(task.budget_usd)
+        session = session or self.pool.session(task.budget_usd)
         origin = loop.time()
+        if session.arrival_s is None:
+            session.arrival_s = origin
         return EpisodeCursor(
             runner=self,
             task=task,
@@ -103,10 +112,15 @@ class EpisodeRunner:
         )
 
     async def run(
-        self, task: Task, policy: Policy, seed: int = 0, clock: Clock | None = None
+        self,
+        task: Task,
+        policy: Policy,
+        seed: int = 0,
+        clock: Clock | None = None,
+        session: PoolSession | None = None,
     ) -> Trajectory:
         """One episode. `clock` defaults to the running asyncio loop."""
-        cursor = self.start(task, seed, clock)
+        cursor = self.start(task, seed, clock, session)
         while await cursor.turn(policy):
             pass
         return cursor.trajectory(policy.name)

@@ -33,7 +33,9 @@ from easy_core.core.clock import Cancellable, Clock
 from easy_core.core.params import ResilienceParams
 from easy_core.core.schemas import Plan, Step, StepRequest, StepResult, Task
 from easy_core.executors.base import Executor
-from easy_core.executors.pool import ExecutorSlots, PoolSession
+from easy_core.executors.openai_http import shared_prefix
+from easy_core.executors.pool import PoolSession, Slots, SlotTicket
+from easy_core.runtime.release import typical_latency_s
 from easy_core.runtime.resilience import (
     call_timeout,
     executor_error_result,
@@ -60,7 +62,7 @@ class _Flight:
     executor: Executor
     executor_name: str
     bound: float
-    slots: ExecutorSlots
+    slots: Slots
     has_slot: bool = False
     started: float | None = None
     first_started: float | None = None
@@ -74,6 +76,7 @@ class _Flight:
     start: Callable[[], None] | None = None
     timer: Cancellable | None = None
     task: asyncio.Task[StepResult] | None = None
+    ticket: SlotTicket | None = None  # for slots shared with other episodes
 
 
 class LocalEngine:
@@ -137,6 +140,7 @@ class _Schedule(PlanSchedule):
         super().__init__(plan, session, task, seed, prior, clock, origin, deadline)
         self.engine = engine
         self.in_flight: dict[str, _Flight] = {}
+        self._downstream: dict[str, float] | None = None
 
     # ---------------------------------------------------------------- scheduling
 
@@ -179,6 +183,7 @@ class _Schedule(PlanSchedule):
             expected_s=expected,
         )
         self.in_flight[step.id] = flight
+        flight.ticket = self._ticket(flight)
         self._start(flight)
 
     def _reserve(self, step: Step, name: str, bound: float) -> bool:
@@ -220,7 +225,7 @@ class _Schedule(PlanSchedule):
         # without these cycles a run's garbage is freed at once, with no collector pass.
         flight.start = flight.timer = flight.task = None
         flight.has_slot = False
-        flight.slots.release()
+        flight.slots.release(flight.ticket)
         usable = result.status == "ok" and (  # the common case, decided without fault_of
             len(result.sub_answers) == len(result.covers)
             if flight.simulated
@@ -318,7 +323,25 @@ class _Schedule(PlanSchedule):
         flight.request, flight.executor, flight.executor_name = request, executor, name
         flight.bound, flight.slots, flight.started = bound, self.session.slots(name), None
         flight.simulated, flight.expected_s = hasattr(executor, "simulate"), expected
+        flight.ticket = self._ticket(flight)
         self._start(flight)
+
+    def _ticket(self, flight: _Flight) -> SlotTicket | None:
+        """What a shared dispatcher needs to choose among waiting steps; None for the
+        episode's own FIFO slots."""
+        session = self.session
+        if session.shared is None:
+            return None
+        if self._downstream is None:
+            self._downstream = downstream_seconds(self.steps, session)
+        return SlotTicket(
+            episode=session.episode,
+            arrival_s=self.origin if session.arrival_s is None else session.arrival_s,
+            prefix=shared_prefix(flight.request),
+            text=flight.request.instruction,
+            expected_s=flight.expected_s,
+            downstream_s=self._downstream[flight.step.id],
+        )
 
     def _fallback(
         self, step: Step, tried: list[str], current: str, best_effort: bool = False
@@ -357,7 +380,7 @@ class _Schedule(PlanSchedule):
             )
 
         flight.start = start
-        flight.slots.acquire(start)
+        flight.slots.acquire(start, flight.ticket)
 
     def _start_task(self, flight: _Flight) -> None:
         loop = asyncio.get_running_loop()
@@ -370,7 +393,7 @@ class _Schedule(PlanSchedule):
                 slot_ready.set_result(None)
 
             flight.start = start
-            if not flight.slots.acquire(start):
+            if not flight.slots.acquire(start, flight.ticket):
                 await slot_ready
             flight.started = loop.time()
             timeout = self._timeout(flight)
@@ -416,7 +439,7 @@ class _Schedule(PlanSchedule):
                 flight.slots.withdraw(flight.start)
         for flight in flights:
             if flight.has_slot:
-                flight.slots.release()
+                flight.slots.release(flight.ticket)
         now = self.clock.time() - self.origin
         ledger = self.session.ledger
         for flight in flights:
@@ -456,3 +479,23 @@ class _Schedule(PlanSchedule):
         inputs = tuple(self._result_of(dep) for dep in step.depends_on)
         profile = self.session.executor(executor_name).profile
         return build_request(step, inputs, self.task, self.seed, profile.max_output_tokens)
+
+
+def downstream_seconds(steps: list[Step], session: PoolSession) -> dict[str, float]:
+    """For each step, the predicted time of the longest chain of steps that wait on it (by the
+    latency model of each one's executor at its typical size): how much of its episode is
+    still to come behind it, which the tail-risk release rule weighs."""
+    children: dict[str, list[str]] = {step.id: [] for step in steps}
+    for step in steps:
+        for dep in step.depends_on:
+            if dep in children:
+                children[dep].append(step.id)
+    own = {step.id: typical_latency_s(session.executor(step.executor).profile) for step in steps}
+    down: dict[str, float] = {}
+
+    def chain(step_id: str) -> float:  # the plan is a validated DAG: this terminates
+        if step_id not in down:
+            down[step_id] = max((own[c] + chain(c) for c in children[step_id]), default=0.0)
+        return down[step_id]
+
+    return {step.id: chain(step.id) for step in steps}

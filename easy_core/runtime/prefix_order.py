@@ -17,7 +17,9 @@ and bills it at `cached_price` of the input price (what hosted APIs charge for c
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 class PrefixCache:
@@ -59,7 +61,15 @@ class QueuedStep:
     bypassed: int = field(default=0, compare=False)
 
 
-def next_step(queue: list[QueuedStep], cache: PrefixCache, order: str, max_bypass: int) -> int:
+class Queued(Protocol):
+    """A waiting step as the rule sees it: a simulated `QueuedStep`, or a `SlotTicket` of the
+    service's dispatcher (the same rule runs both)."""
+
+    prefix: str
+    bypassed: int
+
+
+def next_step(queue: Sequence[Queued], cache: PrefixCache, order: str, max_bypass: int) -> int:
     """Index in `queue` (kept in arrival order) of the step to serve next."""
     if order == "fifo" or queue[0].bypassed >= max_bypass:
         return 0

@@ -223,7 +223,7 @@ class WorkEstimator:
         size_aware: bool = True,
     ):
         self._profiles = {p.name: p for p in profiles}
-        self._prior = {name: _latency(p) for name, p in self._profiles.items()}
+        self._prior = {name: typical_latency_s(p) for name, p in self._profiles.items()}
         self.prior_weight = prior_weight
         self.prior_cv = prior_cv
         self.size_aware = size_aware
@@ -245,7 +245,9 @@ class WorkEstimator:
         if not self.size_aware:
             return 1.0
         profile = self._profiles[spec.executor]
-        return _latency(profile, spec.tokens_in, spec.tokens_out) / self._prior[spec.executor]
+        return (
+            typical_latency_s(profile, spec.tokens_in, spec.tokens_out) / self._prior[spec.executor]
+        )
 
     def observe(self, spec: StepSpec, service_s: float) -> None:
         self.moments(spec.executor, spec.skill).add(service_s / self.size_factor(spec))
@@ -257,7 +259,7 @@ class WorkEstimator:
         return self.moments(spec.executor, spec.skill).variance * self.size_factor(spec) ** 2
 
 
-def _latency(
+def typical_latency_s(
     profile: ExecutorProfile,
     tokens_in: int = TYPICAL_INPUT_TOKENS,
     tokens_out: int = TYPICAL_OUTPUT_TOKENS,
@@ -277,6 +279,29 @@ def normal_cvar(mean: float, std: float, beta: float) -> float:
     normal once it has a few terms, and this keeps the objective a closed form."""
     z = _NORMAL.inv_cdf(beta)
     return mean + std * _NORMAL.pdf(z) / (1.0 - beta)
+
+
+def release_index(
+    mean_weight: float,
+    tail_weight: float,
+    projected: float,
+    std: float,
+    threshold: float,
+    service_s: float,
+) -> float:
+    """c_s / E[p_s], the mean-CVaR release priority of a step (larger goes first): the marginal
+    cost of delaying its workflow, `mean_weight` plus `tail_weight` times the probability that
+    the workflow's projected flow time (normal, mean `projected`, sd `std`) passes the tail
+    threshold, over the step's expected service time. The simulation (`TailRiskRelease`) and
+    the service's dispatcher (`runtime.dispatcher`) rank steps by this one function."""
+    cost = mean_weight
+    if threshold < math.inf:
+        if std > 0:
+            tail = 1.0 - _NORMAL.cdf((threshold - projected) / std)
+        else:
+            tail = 1.0 if projected > threshold else 0.0
+        cost += tail_weight * tail
+    return cost / max(service_s, 1e-9)
 
 
 class TailRiskRelease(ReleaseScheduler):
@@ -380,14 +405,14 @@ class TailRiskRelease(ReleaseScheduler):
     def index(self, step: ReleaseStep, projected: float, std_r: float, threshold: float) -> float:
         """c_s / E[p_s]: the release priority of a held step (larger goes first), given its
         workflow's projected flow time through it and the tail threshold."""
-        cost = self._mean_weight
-        if threshold < math.inf:
-            if std_r > 0:
-                tail = 1.0 - _NORMAL.cdf((threshold - projected) / std_r)
-            else:
-                tail = 1.0 if projected > threshold else 0.0
-            cost += self._tail_weight * tail
-        return cost / self.estimator.mean(step.spec)
+        return release_index(
+            self._mean_weight,
+            self._tail_weight,
+            projected,
+            std_r,
+            threshold,
+            self.estimator.mean(step.spec),
+        )
 
     def ready(self, step: ReleaseStep, workflow: Workflow, now: float) -> None:
         mean, var = self.remaining(step, workflow)

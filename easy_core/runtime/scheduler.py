@@ -192,6 +192,8 @@ class PlanSchedule:
     def _finish(self, step_id: str, result: StepResult) -> None:
         """Record a step's result; dependents whose last dependency it was become ready."""
         self.results[step_id] = result
+        if self.session.on_result is not None:
+            self.session.on_result(result)
         step = self.steps[self.index[step_id]]
         chain = self.chain
         chain[step_id] = result.latency_s + max(

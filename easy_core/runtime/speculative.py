@@ -156,6 +156,8 @@ class SpeculativeEngine:
         """Run a validated plan; arguments as for `LocalEngine.execute`."""
         if clock is None:
             clock = asyncio.get_running_loop()
+        if session.shared is not None:  # it reads free slots and queues of FIFO slots
+            raise TypeError("the speculative engine runs on an episode's own slots, not shared")
         schedule = _Schedule(self, plan, session, task, seed, prior or {}, clock, origin, deadline)
         return await schedule.run()
 

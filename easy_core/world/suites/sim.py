@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Iterator
 
 from easy_core.core.params import SimParams
@@ -20,6 +21,7 @@ SKILLS = ("arithmetic", "logic", "code", "lookup", "writing")
 FAMILIES = ("chain", "fanout", "diamond", "mixed")
 REFERENCE_TOKENS_PER_S = 40.0
 REFERENCE_TTFT_S = 0.5
+TASK_ID = re.compile(r"\bsim-(train|validation|test)-(\d{1,9})-(\d{1,9})\b")
 
 
 def _layers(family: str, rng: random.Random) -> list[list[int]]:
@@ -134,6 +136,17 @@ class SimSuite:
         checked_split(self.name, split)
         for index in range(start, start + n):
             yield generate_task(seed, split, index, self.params)
+
+    def from_question(self, question: str) -> Task:
+        """A task for a question (`easy solve`, `easy serve`): the generated task a question
+        names by its id (`sim-test-0-000012`, as every rendered sim prompt begins), else a task
+        drawn from a hash of the question, so the same question is the same task."""
+        named = TASK_ID.search(question)
+        if named is not None:
+            split, seed, index = named.group(1), int(named.group(2)), int(named.group(3))
+            return generate_task(seed, split, index, self.params)
+        digest = hashlib.blake2b(question.encode(), digest_size=4).digest()
+        return generate_task(int.from_bytes(digest, "big"), "test", 0, self.params)
 
     @staticmethod
     def check(task: Task, answer: str | None) -> bool:

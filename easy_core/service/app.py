@@ -1,0 +1,189 @@
+"""The HTTP front (FastAPI): `GET /v1/models`, `POST /v1/chat/completions` (JSON, or server-sent
+events with `stream: true`), `GET /health`. Every refusal is an OpenAI-style error object with a
+4xx status naming the field; a fault of the server is a 500 that says nothing of its cause (the
+traceback goes to the server's log, which never holds keys or request bodies)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from easy_core.service.auth import authorized
+from easy_core.service.completions import CompletionService, Event, RequestError
+from easy_core.service.protocol import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    ErrorResponse,
+    ModelCard,
+    ModelList,
+    error_body,
+)
+
+log = logging.getLogger("easy.serve")
+MAX_BODY_BYTES = 4_000_000
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in {
+        400: "the body is malformed or a field is out of range (the error names it)",
+        401: "no or wrong API key",
+        404: "the model (policy) is not served here",
+        413: "the body is too large",
+        429: "the server runs as many requests as it may",
+        500: "a fault of the server",
+        504: "the request ran past its time budget",
+    }.items()
+}
+
+
+def _error(
+    status: int, message: str, kind: str, param: str | None = None, code: str | None = None
+) -> JSONResponse:
+    return JSONResponse(error_body(message, kind, param, code), status_code=status)
+
+
+def _field(loc: tuple[Any, ...]) -> str | None:
+    parts = [str(p) for p in loc if p != "body"]
+    if not parts:
+        return None
+    text = parts[0]
+    for part in parts[1:]:
+        text += f"[{part}]" if part.isdigit() else f".{part}"
+    return text
+
+
+def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
+    """The app over one service. `keys`: the accepted client keys; None serves without keys
+    (`--no-auth`, for a local endpoint)."""
+    app = FastAPI(
+        title="easy",
+        summary="An OpenAI-compatible endpoint over an executor pool: each request runs the "
+        "milestone-plan-act loop and answers with the result and where it ran.",
+        version="1",
+        responses=_ERRORS,
+    )
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Any:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return _error(
+                413, f"the body is larger than {MAX_BODY_BYTES} bytes", "invalid_request_error"
+            )
+        needs_key = keys is not None and request.url.path.startswith("/v1/")
+        if needs_key and not authorized(request.headers.get("authorization"), keys or []):
+            return _error(
+                401,
+                "missing or wrong API key: send `Authorization: Bearer KEY` with a key "
+                "from the server's EASY_API_KEYS",
+                "authentication_error",
+                code="invalid_api_key",
+            )
+        try:
+            return await call_next(request)
+        except Exception:  # a fault of ours: log it, say nothing of it
+            log.exception("fault while serving %s %s", request.method, request.url.path)
+            return _error(500, "internal server error", "server_error")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        param = _field(tuple(first.get("loc", ())))
+        message = first.get("msg", "invalid request")
+        where = f"{param}: " if param else ""
+        return _error(400, f"{where}{message}", "invalid_request_error", param)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return _error(exc.status_code, str(exc.detail), kind)
+
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, exc: RequestError) -> JSONResponse:
+        return _error(exc.status, exc.message, exc.kind, exc.param, exc.code)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "in_flight": service.in_flight, "pool": service.pool.name}
+
+    @app.get("/v1/models", response_model=ModelList)
+    async def models() -> ModelList:
+        return ModelList(
+            data=[ModelCard(id=name, created=service.created) for name in service.policies]
+        )
+
+    @app.post(
+        "/v1/chat/completions",
+        response_model=ChatCompletion,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def chat_completions(body: ChatCompletionRequest) -> Any:
+        if not body.stream:
+            return await service.complete(body)
+        service.task_of(body)  # refuse before the stream starts, with a status code
+        return StreamingResponse(_stream(service, body), media_type="text/event-stream")
+
+    return app
+
+
+async def _stream(service: CompletionService, body: ChatCompletionRequest) -> AsyncIterator[str]:
+    """Server-sent events in OpenAI's chunk format: a role chunk, one chunk per milestone and
+    per finished step (their detail in `easy`), the answer, then the finish chunk with usage and
+    the full report, then `[DONE]`. A client that goes away cancels its episode."""
+    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+    chunk_id = f"chatcmpl-{uuid.uuid4().hex}"
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        payload = {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": body.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
+        return f"data: {json.dumps(payload)}\n\n"
+
+    async def run() -> ChatCompletion:
+        try:
+            return await service.complete(body, queue.put_nowait)
+        finally:
+            queue.put_nowait(None)
+
+    task = asyncio.create_task(run())
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        while (event := await queue.get()) is not None:
+            yield chunk({}, easy=event)
+        try:
+            result = task.result()
+        except RequestError as exc:
+            yield f"data: {json.dumps(error_body(exc.message, exc.kind, exc.param, exc.code))}\n\n"
+            return
+        except Exception:
+            log.exception("fault while streaming a completion")
+            yield f"data: {json.dumps(error_body('internal server error', 'server_error'))}\n\n"
+            return
+        choice = result.choices[0]
+        yield chunk({"content": choice.message.content})
+        yield chunk(
+            {},
+            choice.finish_reason,
+            usage=result.usage.model_dump(),
+            easy=result.easy.model_dump(),
+        )
+        yield "data: [DONE]\n\n"
+    finally:
+        if not task.done():
+            task.cancel()
