@@ -175,9 +175,7 @@ def test_coact_with_the_packaged_minilm_prefers_the_related_step() -> None:
 def test_episodes_on_one_dispatcher_match_episodes_alone(params: Params, rule_name: str) -> None:
     """Twelve episodes at once on one shared dispatcher (wall time, the world 50x faster): each
     ends with the answer it gets alone, and no lane ever runs more than its capacity."""
-    fast = params.model_copy(
-        update={"sim": params.sim.model_copy(update={"time_scale": 0.02})}
-    )
+    fast = params.model_copy(update={"sim": params.sim.model_copy(update={"time_scale": 0.02})})
     pool = load_pool(SIM_DEFAULT, fast)
     runner = EpisodeRunner(pool, fast, SimSuite.check)
     tasks = [generate_task(0, "test", i) for i in range(12)]

@@ -30,7 +30,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,8 +57,12 @@ class LaneStats:
     """What one executor's lane saw: steps started and how long each waited for a slot."""
 
     started: int = 0
-    waits_s: list[float] = field(default_factory=list)
+    wait_total_s: float = 0.0
     max_waiting: int = 0
+
+    @property
+    def mean_wait_s(self) -> float:
+        return self.wait_total_s / self.started if self.started else 0.0
 
 
 class ExecutorLane:
@@ -111,7 +115,7 @@ class ExecutorLane:
         ticket.started_s = self._now()
         self.running[worker] = ticket
         self.stats.started += 1
-        self.stats.waits_s.append(ticket.started_s - ticket.ready_s)
+        self.stats.wait_total_s += ticket.started_s - ticket.ready_s
         self.rule.started(self, ticket)
         waiting.start()
 

@@ -114,7 +114,24 @@ def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "in_flight": service.in_flight, "pool": service.pool.name}
+        """Liveness, and what the shared dispatcher holds: per executor, steps running and
+        waiting, steps started, and their mean wait for a slot."""
+        lanes = {
+            name: {
+                "running": len(lane.running),
+                "waiting": len(lane.waiting),
+                "started": lane.stats.started,
+                "mean_wait_s": lane.stats.mean_wait_s,
+            }
+            for name, lane in service.dispatcher.lanes.items()
+        }
+        return {
+            "status": "ok",
+            "pool": service.pool.name,
+            "release": service.rule.name,
+            "in_flight": service.in_flight,
+            "lanes": lanes,
+        }
 
     @app.get("/v1/models", response_model=ModelList)
     async def models() -> ModelList:

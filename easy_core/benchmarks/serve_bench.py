@@ -1,0 +1,250 @@
+"""The running service under load (`easy bench serve`): `easy serve` started on loopback for
+each release rule, Poisson arrivals of distinct sim test tasks sent with the official `openai`
+async client, bounded in count and time, at a light and a heavy load.
+
+Per run: requests completed and refused, errors (anything but a completion), throughput, P50
+and P95 request latency at the client, the front's own time per request (the request's time on
+the server less the episode's makespan: checks, task building, the report; and the client's
+latency less the makespan, which adds HTTP and JSON both ways; P50s), and
+the most any request spent as a share of its budget (it must never pass 1)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from easy_core.core.stats import quantile
+from easy_core.world.suites.sim import generate_task
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`easy serve` in its own process on a loopback port, as a user starts it; `stop` sends
+    SIGTERM (the graceful drain) and waits for the exit code."""
+
+    def __init__(
+        self,
+        pool: str | Path,
+        overrides: Sequence[str] = (),
+        keys: Sequence[str] | None = None,
+        policy: str | None = None,
+        params: str | Path | None = None,
+    ):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "easy_core.cli"]
+        for assignment in overrides:
+            command += ["--set", assignment]
+        command += ["serve", "--pool", str(pool), "--port", str(self.port)]
+        if params is not None:
+            command += ["--params", str(params)]
+        if policy is not None:
+            command += ["--policy", policy]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        if keys is None:
+            command.append("--no-auth")
+        else:
+            env["EASY_API_KEYS"] = ",".join(keys)
+        self.command = command
+        # A file, not a pipe: a pipe nobody reads fills up and blocks the server.
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives with the process
+        self.process = subprocess.Popen(
+            command, env=env, stdout=self._log, stderr=subprocess.STDOUT, text=True
+        )
+
+    def wait_ready(self, timeout_s: float = 120.0) -> ServerProcess:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"easy serve exited with {self.process.returncode}: {self.output()}"
+                )
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        self.kill()
+        raise TimeoutError(f"easy serve did not answer on {self.url} within {timeout_s} s")
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def output(self) -> str:
+        """What the server wrote to stdout and stderr so far."""
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read()
+
+    def __enter__(self) -> ServerProcess:
+        return self.wait_ready()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        finally:
+            self.kill()
+
+
+@dataclass
+class LoadRow:
+    release: str
+    load: str
+    rate_rps: float
+    n: int
+    completed: int
+    errors: int
+    throughput_rps: float
+    p50_s: float
+    p95_s: float
+    front_p50_ms: float
+    client_front_p50_ms: float
+    max_spend_share: float
+    wall_s: float
+
+
+async def drive(
+    url: str,
+    model: str,
+    rate_rps: float,
+    n: int,
+    seed: int = 0,
+    max_cost_usd: float | None = None,
+    time_limit_s: float = 120.0,
+    api_key: str = "none",
+) -> tuple[list[dict], int, float]:
+    """Poisson arrivals of `n` distinct sim test tasks at `rate_rps`; each request's client
+    latency and `easy` report. Returns (results, errors, wall seconds)."""
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, timeout=60.0)
+    rng = random.Random(seed)
+    results: list[dict] = []
+    errors = 0
+
+    async def one(index: int) -> None:
+        nonlocal errors
+        task = generate_task(seed, "test", index)
+        body = {} if max_cost_usd is None else {"max_cost_usd": max_cost_usd}
+        started = time.monotonic()
+        try:
+            response = await client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": task.prompt}],
+                extra_body=body,
+            )
+        except Exception:  # any refusal or fault counts as an error of the run
+            errors += 1
+            return
+        report = (response.model_extra or {})["easy"]
+        results.append(
+            {
+                "task_id": task.id,
+                "latency_s": time.monotonic() - started,
+                "answer": response.choices[0].message.content,
+                **report,
+            }
+        )
+
+    started = time.monotonic()
+    pending = []
+    at = 0.0
+    async with asyncio.timeout(time_limit_s):
+        for index in range(n):
+            at += rng.expovariate(rate_rps)
+            delay = started + at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            pending.append(asyncio.create_task(one(index)))
+        await asyncio.gather(*pending)
+    await client.close()
+    return results, errors, time.monotonic() - started
+
+
+def load_row(
+    release: str, load: str, rate: float, n: int, results: list[dict], errors: int, wall: float
+) -> LoadRow:
+    latencies = [r["latency_s"] for r in results] or [float("nan")]
+    front = [r["server_s"] - r["makespan_s"] for r in results] or [float("nan")]
+    client_front = [r["latency_s"] - r["makespan_s"] for r in results] or [float("nan")]
+    spend = [r["cost_usd"] / r["budget_usd"] for r in results if r["budget_usd"] > 0]
+    return LoadRow(
+        release=release,
+        load=load,
+        rate_rps=rate,
+        n=n,
+        completed=len(results),
+        errors=errors,
+        throughput_rps=len(results) / wall,
+        p50_s=quantile(latencies, 0.5),
+        p95_s=quantile(latencies, 0.95),
+        front_p50_ms=1000 * quantile(front, 0.5),
+        client_front_p50_ms=1000 * quantile(client_front, 0.5),
+        max_spend_share=max(spend, default=0.0),
+        wall_s=wall,
+    )
+
+
+def serve_benchmark(
+    pool: str | Path,
+    releases: Sequence[str],
+    loads: Sequence[tuple[str, float]],
+    n: int,
+    time_scale: float,
+    model: str = "greedy",
+    seed: int = 0,
+    params: str | Path | None = None,
+) -> list[LoadRow]:
+    """Every release rule at every load, each on a fresh server (same tasks, same arrivals)."""
+    rows = []
+    for release in releases:
+        overrides = [f"serve.release={release}", f"sim.time_scale={time_scale}"]
+        with ServerProcess(pool, overrides, policy=model, params=params) as server:
+            for load, rate in loads:
+                results, errors, wall = asyncio.run(drive(server.url, model, rate, n, seed))
+                rows.append(load_row(release, load, rate, n, results, errors, wall))
+    return rows
+
+
+def serve_markdown(rows: Sequence[LoadRow]) -> str:
+    lines = [
+        "| release | load | rate req/s | n | completed | errors | throughput req/s | P50 s | "
+        "P95 s | front P50 ms (server) | client - makespan P50 ms | max spend / budget |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.release} | {r.load} | {r.rate_rps:g} | {r.n} | {r.completed} | {r.errors} | "
+            f"{r.throughput_rps:.1f} | {r.p50_s:.3f} | {r.p95_s:.3f} | {r.front_p50_ms:.2f} | "
+            f"{r.client_front_p50_ms:.2f} | {r.max_spend_share:.3f} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,243 @@
+"""`easy serve` as users run it: a real server process on loopback, called with the official
+`openai` client (sync and async, streaming and not), curl-like raw bodies for the refusals, and
+SIGTERM's drain. The pool is sim-default with its world 50x faster than modelled."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+
+import httpx
+import openai
+import pytest
+from typer.testing import CliRunner
+
+from easy_core.benchmarks.serve_bench import ServerProcess
+from easy_core.cli import application
+from easy_core.core.params import Params
+from easy_core.executors.pool import load_pool
+from easy_core.policies.batch import run_episodes
+from easy_core.runtime.episode import EpisodeRunner
+from easy_core.world.suites.sim import SimSuite, generate_task
+from tests.conftest import SIM_DEFAULT
+
+KEYS = ["key-alpha-1234", "key-beta-5678"]
+FAST = ["sim.time_scale=0.02"]
+pytestmark = pytest.mark.wall
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerProcess(SIM_DEFAULT, FAST, keys=KEYS) as process:
+        yield process
+    assert KEYS[0] not in process.output()  # keys never reach the log
+
+
+@pytest.fixture(scope="module")
+def client(server: ServerProcess) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEYS[1], max_retries=0)
+
+
+def alone(
+    params: Params, tasks: list, policy: str = "greedy", budget_usd: float | None = None
+) -> list[str | None]:
+    """What each task's episode answers when it runs by itself, in virtual time, on the budget
+    the server gives it (the request's, else the task's own within the server's cap)."""
+    cap = params.serve.max_cost_usd
+    tasks = [
+        t.model_copy(update={"budget_usd": budget_usd or min(t.budget_usd, cap)}) for t in tasks
+    ]
+    runner = EpisodeRunner(load_pool(SIM_DEFAULT, params), params, SimSuite.check)
+    return [t.final_answer for t in run_episodes(tasks, runner, policy, 0)]
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def test_models_lists_the_served_policies(client: openai.OpenAI) -> None:
+    assert [m.id for m in client.models.list()] == ["greedy", "strongest", "cheapest", "random"]
+
+
+def test_a_completion_answers_the_task_and_reports_where_it_ran(
+    client: openai.OpenAI, params: Params
+) -> None:
+    task = generate_task(0, "test", 5)
+    response = client.chat.completions.create(
+        model="strongest", messages=user(task.prompt), extra_body={"max_cost_usd": 0.04}
+    )
+    (expected,) = alone(params, [task], "strongest", 0.04)
+    assert expected and response.choices[0].message.content == expected
+    assert response.choices[0].finish_reason == "stop"
+    report = response.model_extra["easy"]
+    assert report["task_id"] == task.id and report["policy"] == "strongest"
+    steps = [s for m in report["milestones"] for s in m["steps"]]
+    assert steps and {s["executor"] for s in steps} == {"sim-xl"}
+    assert sum(report["cost_by_executor"].values()) == pytest.approx(report["cost_usd"])
+    assert 0 < report["cost_usd"] <= 0.04 and report["budget_usd"] == 0.04
+    usage = response.usage
+    assert usage.prompt_tokens == sum(s["tokens_in"] for s in steps)
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert report["makespan_s"] <= report["server_s"]
+
+
+def test_streaming_sends_milestones_and_steps_then_the_answer(
+    client: openai.OpenAI, params: Params
+) -> None:
+    task = generate_task(0, "test", 6)
+    chunks = list(
+        client.chat.completions.create(model="greedy", messages=user(task.prompt), stream=True)
+    )
+    events = [c.model_extra.get("easy") or {} for c in chunks]
+    kinds = [e.get("event") for e in events[:-1]]
+    assert kinds[1] == "milestone" and "step" in kinds
+    assert chunks[0].choices[0].delta.role == "assistant"
+    answer = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert answer == alone(params, [task])[0]
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop" and last.usage.total_tokens > 0
+    report = events[-1]
+    n_steps = sum(len(m["steps"]) for m in report["milestones"])
+    assert kinds.count("step") == n_steps and kinds.count("milestone") == len(report["milestones"])
+
+
+def test_async_clients_at_once_each_get_their_own_task(
+    server: ServerProcess, params: Params
+) -> None:
+    """Twenty-four distinct tasks at once over one shared dispatcher (async client, half of
+    them streaming): every answer is the one its own task gets alone, and no request spends
+    more than its budget."""
+    tasks = [generate_task(0, "test", 100 + i) for i in range(24)]
+
+    async def main() -> list[tuple[str, str, float]]:
+        client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key=KEYS[0], max_retries=0)
+
+        async def one(i: int, task) -> tuple[str, str, float]:  # noqa: ANN001
+            body = {"max_cost_usd": 0.004}
+            if i % 2:
+                stream = await client.chat.completions.create(
+                    model="greedy", messages=user(task.prompt), stream=True, extra_body=body
+                )
+                chunks = [c async for c in stream]
+                report = chunks[-1].model_extra["easy"]
+                text = "".join(c.choices[0].delta.content or "" for c in chunks)
+                return report["task_id"], text, report["cost_usd"]
+            response = await client.chat.completions.create(
+                model="greedy", messages=user(task.prompt), extra_body=body
+            )
+            report = response.model_extra["easy"]
+            return report["task_id"], response.choices[0].message.content, report["cost_usd"]
+
+        try:
+            return await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks)))
+        finally:
+            await client.close()
+
+    got = asyncio.run(main())
+    expected = alone(params, tasks, "greedy", 0.004)
+    assert [g[0] for g in got] == [t.id for t in tasks]
+    assert [g[1] or None for g in got] == expected
+    assert max(g[2] for g in got) <= 0.004
+
+
+def test_keys_are_required(server: ServerProcess) -> None:
+    for key in ("wrong-key", KEYS[0][:-1]):
+        bad = openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as info:
+            bad.models.list()
+        assert info.value.body["code"] == "invalid_api_key"
+        assert key not in str(info.value.body)
+    assert httpx.get(f"{server.url}/v1/models").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param"),
+    [
+        ({"model": "nope", "messages": user("x")}, 404, "model"),
+        ({"model": "greedy", "messages": []}, 400, "messages"),
+        (
+            {"model": "greedy", "messages": [{"role": "system", "content": "be brief"}]},
+            400,
+            "messages",
+        ),
+        ({"model": "greedy", "messages": user("x"), "max_cost_usd": -1}, 400, "max_cost_usd"),
+        ({"model": "greedy", "messages": user("x"), "max_cost_usd": 5.0}, 400, "max_cost_usd"),
+        ({"model": "greedy", "messages": user("x"), "max_seconds": 1e9}, 400, "max_seconds"),
+        ({"model": "greedy", "messages": user("x" * 40_000)}, 400, "messages[0].content"),
+        (
+            {"model": "greedy", "messages": [{"role": "robot", "content": "x"}]},
+            400,
+            "messages[0].role",
+        ),
+        ({"messages": user("x")}, 400, "model"),
+        ({"model": "greedy", "messages": user("x"), "stream": "often"}, 400, "stream"),
+    ],
+)
+def test_refusals_are_openai_errors_naming_the_field(
+    server: ServerProcess, body: dict, status: int, param: str
+) -> None:
+    headers = {"Authorization": f"Bearer {KEYS[0]}"}
+    response = httpx.post(f"{server.url}/v1/chat/completions", json=body, headers=headers)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["param"] == param and error["message"] and error["type"]
+
+
+def test_malformed_and_oversized_bodies_are_refused(server: ServerProcess) -> None:
+    headers = {"Authorization": f"Bearer {KEYS[0]}", "Content-Type": "application/json"}
+    url = f"{server.url}/v1/chat/completions"
+    response = httpx.post(url, content=b'{"model": "greedy", "messages": [', headers=headers)
+    assert response.status_code == 400 and "JSON" in response.json()["error"]["message"]
+    response = httpx.post(url, content=b"x" * 5_000_000, headers=headers)
+    assert response.status_code == 413
+    assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
+
+
+def test_sigterm_finishes_in_flight_requests_then_exits() -> None:
+    """A request in flight when SIGTERM arrives is answered; then the server exits and takes no
+    new connection."""
+    with ServerProcess(SIM_DEFAULT, ["sim.time_scale=0.3"]) as server:
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0)
+        task = generate_task(0, "test", 2)  # a chain: several seconds at this scale
+
+        async def main() -> str:
+            async_client = openai.AsyncOpenAI(
+                base_url=f"{server.url}/v1", api_key="none", max_retries=0
+            )
+            request = asyncio.create_task(
+                async_client.chat.completions.create(model="greedy", messages=user(task.prompt))
+            )
+            await asyncio.sleep(1.0)
+            server.process.send_signal(signal.SIGTERM)
+            response = await request
+            await async_client.close()
+            return response.choices[0].message.content
+
+        started = time.monotonic()
+        assert asyncio.run(main())
+        # uvicorn re-raises the signal once drained, so the exit is by SIGTERM, as supervisors
+        # (Kubernetes, systemd) expect of a process they stopped
+        assert server.process.wait(30) in (0, -signal.SIGTERM)
+        assert time.monotonic() - started > 1.0
+        with pytest.raises(openai.APIConnectionError):
+            client.models.list()
+
+
+def test_the_oracle_is_never_served() -> None:
+    result = CliRunner().invoke(
+        application.app,
+        ["serve", "--pool", str(SIM_DEFAULT), "--policy", "oracle", "--no-auth"],
+    )
+    assert result.exit_code == 2 and "never served" in result.output
+
+
+def test_without_keys_only_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EASY_API_KEYS", raising=False)
+    runner = CliRunner()
+    result = runner.invoke(application.app, ["serve", "--pool", str(SIM_DEFAULT)])
+    assert result.exit_code == 2 and "EASY_API_KEYS" in result.output
+    result = runner.invoke(
+        application.app, ["serve", "--pool", str(SIM_DEFAULT), "--host", "0.0.0.0", "--no-auth"]
+    )
+    assert result.exit_code == 2 and "without keys" in result.output
