@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import openai
@@ -241,3 +243,118 @@ def test_without_keys_only_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
         application.app, ["serve", "--pool", str(SIM_DEFAULT), "--host", "0.0.0.0", "--no-auth"]
     )
     assert result.exit_code == 2 and "without keys" in result.output
+
+
+def test_schemathesis_finds_no_server_error_and_no_schema_violation() -> None:
+    """schemathesis fuzzes the server's own OpenAPI schema (every check but the acceptance of
+    schema-valid bodies: the schema cannot say "at least one non-empty user message", which the
+    server refuses with a 400 naming `messages`); afterwards the server still answers."""
+    import shutil
+    import subprocess
+
+    st = shutil.which("st") or str(Path(sys.executable).parent / "st")
+    with ServerProcess(SIM_DEFAULT, FAST, keys=KEYS) as server:
+        result = subprocess.run(
+            [
+                st,
+                "run",
+                f"{server.url}/openapi.json",
+                "--checks",
+                "all",
+                "--exclude-checks",
+                "positive_data_acceptance",
+                "-H",
+                f"Authorization: Bearer {KEYS[0]}",
+                "--max-examples",
+                "60",
+                "--seed",
+                "7",
+                "--request-timeout",
+                "60",
+                "--generation-database",
+                "none",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, result.stdout[-4000:]
+        task = generate_task(0, "test", 1)
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEYS[0], max_retries=0)
+        answer = client.chat.completions.create(model="greedy", messages=user(task.prompt))
+        assert answer.model_extra["easy"]["task_id"] == task.id
+        assert "Traceback" not in server.output()
+
+
+def test_a_fault_of_the_server_is_a_500_that_says_nothing(params: Params) -> None:
+    from fastapi.testclient import TestClient
+
+    from easy_core.service.app import create_app
+    from easy_core.service.completions import CompletionService
+
+    service = CompletionService(load_pool(SIM_DEFAULT, params), params)
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("database password is hunter2")
+
+    service.complete = broken  # type: ignore[method-assign]
+    with TestClient(create_app(service, None)) as http:
+        response = http.post(
+            "/v1/chat/completions", json={"model": "greedy", "messages": user("x")}
+        )
+        assert response.status_code == 500
+        assert "hunter2" not in response.text and response.json()["error"]["type"] == "server_error"
+        assert http.get("/health").status_code == 200
+
+
+REMOTE_POOL = """
+schema_version: 1
+name: two-remotes
+executors:
+{executors}
+"""
+REMOTE = """  - name: {name}
+    backend: openai
+    endpoint: {url}/v1
+    model: greedy
+    price_in_per_1m: {price}
+    price_out_per_1m: {price}
+    latency: {{ttft_s: 0.05, tokens_per_s: 200}}
+    context_window: 8192
+    max_concurrency: 8
+    capability:
+      math: {{success: 0.9, n: 10}}
+"""
+
+
+def test_an_executor_server_killed_mid_load_falls_back_and_nothing_hangs(tmp_path: Path) -> None:
+    """Pool B's two executors are OpenAI-compatible servers (two more `easy serve` processes);
+    the cheaper one is killed mid-load. Every request ends inside its budget and time: its steps
+    retried on, or fell back to, the survivor."""
+    from easy_core.benchmarks.serve_bench import drive
+
+    upstream = ["sim.time_scale=0.05"]
+    with ServerProcess(SIM_DEFAULT, upstream) as a, ServerProcess(SIM_DEFAULT, upstream) as b:
+        executors = REMOTE.format(name="remote-a", url=a.url, price=0.1) + REMOTE.format(
+            name="remote-b", url=b.url, price=1.0
+        )
+        pool = tmp_path / "two-remotes.yaml"
+        pool.write_text(REMOTE_POOL.format(executors=executors))
+        overrides = ["serve.suite=math", "resilience.backoff_s=0.05"]
+        with ServerProcess(pool, overrides) as front:
+
+            async def load() -> tuple[list[dict], int, float]:
+                driving = asyncio.create_task(
+                    drive(front.url, "greedy", 10.0, 40, max_cost_usd=0.01, time_limit_s=120)
+                )
+                await asyncio.sleep(1.5)
+                a.kill()  # a crash, not a drain
+                return await driving
+
+            results, errors, wall = asyncio.run(load())
+    assert errors == 0 and len(results) == 40
+    steps = [s for r in results for m in r["milestones"] for s in m["steps"]]
+    assert any(s["executor"] == "remote-a" and s["status"] == "ok" for s in steps)  # before
+    assert any(s["executor"] == "remote-b" and s["attempts"] > 1 for s in steps)  # fell back
+    for r in results:
+        assert r["cost_usd"] <= r["budget_usd"] and r["server_s"] <= r["budget_s"] + 5

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -106,7 +107,9 @@ def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return _error(exc.status_code, str(exc.detail), kind)
+        response = _error(exc.status_code, str(exc.detail), kind)
+        response.headers.update(getattr(exc, "headers", None) or {})  # 405's Allow
+        return response
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, exc: RequestError) -> JSONResponse:
@@ -150,6 +153,31 @@ def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
         service.task_of(body)  # refuse before the stream starts, with a status code
         return StreamingResponse(_stream(service, body), media_type="text/event-stream")
 
+    def openapi() -> dict[str, Any]:
+        """The schema with this server's own values: the served policies as `model`'s enum,
+        and its caps as the bounds of the budgets, conversation and message lengths (so
+        clients and fuzzers see what is accepted)."""
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes
+            )
+            parts = schema["components"]["schemas"]
+            request = parts["ChatCompletionRequest"]["properties"]
+            serve = service.params.serve
+            request["model"]["enum"] = list(service.policies)
+            request["messages"]["maxItems"] = serve.max_messages
+            for field, cap in (
+                ("max_cost_usd", serve.max_cost_usd),
+                ("max_seconds", serve.max_seconds),
+            ):
+                for option in request[field]["anyOf"]:
+                    if option.get("type") == "number":
+                        option["maximum"] = cap
+            parts["ChatMessage"]["properties"]["content"]["maxLength"] = serve.max_message_chars
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 

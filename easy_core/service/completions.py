@@ -305,6 +305,7 @@ def completion(
                             tokens_out=result.tokens_out,
                             latency_s=result.latency_s,
                             cost_usd=result.cost_usd,
+                            attempts=result.attempts,
                             error=result.error,
                         )
                         for step, result in zip(m.plan.steps, m.results, strict=True)

@@ -27,7 +27,7 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str = Field(min_length=1, max_length=200)
-    messages: list[ChatMessage] = Field(max_length=10_000)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)
     stream: bool = False
     seed: int | None = Field(None, ge=0, le=2**31 - 1)
     max_cost_usd: float | None = Field(None, gt=0, le=MAX_BUDGET_USD)
@@ -47,6 +47,7 @@ class StepReport(BaseModel):
     tokens_out: int
     latency_s: float
     cost_usd: float
+    attempts: int = 1  # more than one: retried, or fallen back to `executor`
     error: str | None = None
 
 
