@@ -86,6 +86,7 @@ def test_deploy_run_evaluate_and_stop_cleanly(stack):
         "rollouts/rollouts",
         "evaluate/evaluate",
         "inference/inference",
+        "serve/serve",
         "nightly-eval/nightly-eval",
     ):
         assert name in listing

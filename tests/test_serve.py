@@ -358,3 +358,22 @@ def test_an_executor_server_killed_mid_load_falls_back_and_nothing_hangs(tmp_pat
     assert any(s["executor"] == "remote-b" and s["attempts"] > 1 for s in steps)  # fell back
     for r in results:
         assert r["cost_usd"] <= r["budget_usd"] and r["server_s"] <= r["budget_s"] + 5
+
+
+def test_the_kubernetes_manifest_matches_the_server(params: Params) -> None:
+    import yaml
+
+    from tests.conftest import ROOT
+
+    deployment, service = yaml.safe_load_all((ROOT / "infra/k8s/serve.yaml").read_text())
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["terminationGracePeriodSeconds"] > params.serve.drain_s
+    args = container["args"]
+    assert args[:2] == ["easy", "serve"] and "--no-auth" not in args
+    assert (ROOT / args[args.index("--pool") + 1]).is_file()
+    port = int(args[args.index("--port") + 1])
+    assert container["ports"][0]["containerPort"] == port
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert container["env"][0]["name"] == "EASY_API_KEYS"
+    assert service["spec"]["ports"][0]["targetPort"] == container["ports"][0]["name"]

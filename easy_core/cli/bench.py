@@ -18,6 +18,7 @@ from easy_core.cli.app import (
     resolve_params,
     user_errors,
 )
+from easy_core.core.errors import ConfigError
 
 
 @bench_app.command("engine")
@@ -142,6 +143,45 @@ def bench_release(
 
     rows = release_benchmark(resolve_params(params_path), pool, n_workflows=workflows, seed=seed)
     print(release_markdown(rows), end="")
+
+
+@bench_app.command("serve")
+@user_errors
+def bench_serve(
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    releases: Annotated[
+        str, typer.Option(help="release rules to compare, comma-separated")
+    ] = "eager,tail_risk,coact,prefix",
+    light: Annotated[float, typer.Option(help="light load, requests per second")] = 2.0,
+    heavy: Annotated[float, typer.Option(help="heavy load, requests per second")] = 30.0,
+    n: Annotated[int, typer.Option(min=1, max=2000, help="requests per run")] = 200,
+    time_scale: Annotated[
+        float, typer.Option(help="sim.time_scale of the served sim pool (wall time)")
+    ] = 0.05,
+    model: Annotated[str, typer.Option(help="the policy requests ask for")] = "greedy",
+    seed: Annotated[int, typer.Option()] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """`easy serve` under Poisson load from the official openai client, one fresh server per
+    release rule: throughput, P50/P95 latency, errors, the front's own time, spend / budget."""
+    from easy_core.benchmarks.serve_bench import serve_benchmark, serve_markdown
+    from easy_core.runtime.dispatcher import RULES
+
+    names = [name.strip() for name in releases.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(RULES))
+    if unknown:
+        raise ConfigError(f"unknown release rule {unknown[0]!r}; known: {', '.join(RULES)}")
+    rows = serve_benchmark(
+        pool,
+        names,
+        [("light", light), ("heavy", heavy)],
+        n,
+        time_scale,
+        model,
+        seed,
+        params_path,
+    )
+    print(serve_markdown(rows), end="")
 
 
 @bench_app.command("plans")

@@ -274,7 +274,11 @@ class TailRiskRule(ReleaseRule):
 
 class CoActRule(ReleaseRule):
     """CoAct's contrastive online dispatch: the freed worker takes the waiting step most like
-    its own recent path and least like the other workers' paths."""
+    its own recent path and least like the other workers' paths.
+
+    Embeddings are computed only when there is a choice to make (more than one step waiting),
+    in one batch for every text not embedded yet: a lane without contention costs nothing, and
+    the encoder never runs once per step on the event loop."""
 
     name = "coact"
 
@@ -283,23 +287,30 @@ class CoActRule(ReleaseRule):
         self.contrast = contrast
         self.path_length = path_length
         self._vectors: dict[str, np.ndarray] = {}
-        self.paths: dict[tuple[str, int], deque[np.ndarray]] = {}
+        self.paths: dict[tuple[str, int], deque[str]] = {}  # texts of each worker's recent steps
 
-    def vector(self, text: str) -> np.ndarray:
-        vector = self._vectors.get(text)
-        if vector is None:
-            if len(self._vectors) > 10_000:  # a long-running service: bound the cache
-                self._vectors.clear()
-            vector = self._vectors[text] = np.asarray(self.embed([text])[0], dtype=np.float32)
-        return vector
+    def warm_up(self) -> None:
+        """Load the encoder now, not at the first contention (loading takes seconds)."""
+        self.embed(["warm up"])
+
+    def _embed_missing(self, texts: Sequence[str]) -> None:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if not missing:
+            return
+        if len(self._vectors) + len(missing) > 10_000:  # a long-running service: bound it
+            self._vectors.clear()
+            missing = list(dict.fromkeys(texts))
+        for text, vector in zip(missing, self.embed(missing), strict=True):
+            self._vectors[text] = np.asarray(vector, dtype=np.float32)
 
     def _path(self, lane: str, worker: int) -> np.ndarray | None:
-        path = self.paths.get((lane, worker))
-        return None if not path else np.mean(path, axis=0)
+        texts = self.paths.get((lane, worker))
+        return None if not texts else np.mean([self._vectors[t] for t in texts], axis=0)
 
     def objective(self, lane: ExecutorLane, ticket: SlotTicket, worker: int) -> float:
-        """-sim(step, own path) + contrast * mean sim(step, other workers' paths)."""
-        x = self.vector(ticket.text)
+        """-sim(step, own path) + contrast * mean sim(step, other workers' paths); the texts
+        involved must have been embedded (`choose` does it)."""
+        x = self._vectors[ticket.text]
         own = self._path(lane.name, worker)
         others = [
             p
@@ -316,13 +327,17 @@ class CoActRule(ReleaseRule):
     ) -> int:
         if len(waiting) == 1:
             return 0
+        texts = [t.text for t in waiting]
+        for w in range(lane.capacity):
+            texts.extend(self.paths.get((lane.name, w), ()))
+        self._embed_missing(texts)
         values = [self.objective(lane, t, worker) for t in waiting]
         return min(range(len(values)), key=values.__getitem__)  # ties: the oldest
 
     def started(self, lane: ExecutorLane, ticket: SlotTicket) -> None:
         assert ticket.worker is not None
         path = self.paths.setdefault((lane.name, ticket.worker), deque(maxlen=self.path_length))
-        path.append(self.vector(ticket.text))
+        path.append(ticket.text)
 
 
 def _minilm(texts: list[str]) -> np.ndarray:

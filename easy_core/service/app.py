@@ -90,11 +90,16 @@ def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
                 "authentication_error",
                 code="invalid_api_key",
             )
+        started = time.perf_counter()
         try:
-            return await call_next(request)
+            response = await call_next(request)
         except Exception:  # a fault of ours: log it, say nothing of it
             log.exception("fault while serving %s %s", request.method, request.url.path)
             return _error(500, "internal server error", "server_error")
+        # the time from the request's arrival to its response's start, parsing, checks, the
+        # episode and serialising included (the load benchmark subtracts the makespan)
+        response.headers["x-easy-server-ms"] = f"{1000 * (time.perf_counter() - started):.3f}"
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -136,6 +136,9 @@ class CompletionService:
         # The service does not judge answers: no gold reaches a request's trajectory.
         self.runner = EpisodeRunner(pool, params, lambda task, answer: False)
         self.rule = make_rule(serve.release, serve, params.release, embed)
+        warm_up = getattr(self.rule, "warm_up", None)
+        if warm_up is not None:
+            warm_up()  # coact's encoder loads before the first request, not during one
         self.dispatcher = Dispatcher(pool, self.rule)
         self.created = int(time.time())
         self.in_flight = 0
