@@ -54,7 +54,7 @@ async def inference_flow(
     await asyncio.to_thread(load_pool_secrets, params)  # Secret.load is sync-compatible
     task = Task.model_validate_json(task_json) if task_json else generate_task(seed, "test", index)
     pool = load_pool(config.pool, params)
-    engine = PrefectEngine(step_timeout_s=params.runtime.step_timeout_s)
+    engine = PrefectEngine.from_params(params)
     runner = EpisodeRunner(pool, params, SimSuite.check, engine=engine)
     trajectory = await runner.run(task, get_policy(config.policy), seed)
     atomic_write_text(Path(out_dir) / f"{task.id}.json", trajectory.model_dump_json(indent=2))

@@ -99,8 +99,26 @@ def result_storage_block(location: str) -> str:
     return f"{storage_cls.get_block_type_slug()}/{name}"
 
 
-def task_runner(params: Params) -> ThreadPoolTaskRunner:
-    return ThreadPoolTaskRunner(max_workers=params.pipeline.max_workers)
+DASK_ADDRESS_ENV = "EASY_DASK_ADDRESS"
+
+
+def task_runner(params: Params) -> Any:
+    """The task runner `pipeline.task_runner` names: the thread pool, or a Dask cluster at
+    `pipeline.dask_address` or EASY_DASK_ADDRESS (without either, a local cluster of worker
+    processes, started and stopped with the flow run)."""
+    settings = params.pipeline
+    if settings.task_runner == "threads":
+        return ThreadPoolTaskRunner(max_workers=settings.max_workers)
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:
+        raise ConfigError(
+            "pipeline.task_runner: dask needs prefect-dask: pip install -e '.[dask]'"
+        ) from None
+    address = settings.dask_address or os.environ.get(DASK_ADDRESS_ENV)
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_kwargs={"processes": True})
 
 
 def artifact_key(text: str) -> str:

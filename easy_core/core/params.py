@@ -162,6 +162,21 @@ class PipelineParams(_Section):
     )
     task_timeout_s: float = Field(1800.0, gt=0)
     max_workers: int = Field(64, ge=1, description="threads running concurrent Prefect tasks")
+    task_runner: Literal["threads", "dask"] = Field(
+        "threads",
+        description="where the flows' tasks run: threads of the flow's process, or a Dask "
+        "cluster through prefect-dask (`dask_address`, else EASY_DASK_ADDRESS, else a local "
+        "cluster of worker processes)",
+    )
+    dask_address: str | None = Field(
+        None, description="the Dask scheduler, e.g. tcp://10.0.0.5:8786"
+    )
+    call_overhead_s: float = Field(
+        2.0,
+        ge=0,
+        description="the Prefect engine: what a step's task run adds to its call (orchestration, "
+        "a trip to a Dask worker), allowed on top of the profile-based timeout",
+    )
     result_storage: str | None = Field(
         None,
         description="where Prefect persists task results: a local folder or an fsspec URL such "

@@ -31,6 +31,10 @@ class ExecutorHTTPError(ExecutorCallError):
     def __init__(self, status: int, message: str):
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
+        self.message = message
+
+    def __reduce__(self) -> tuple:  # a call on a Dask worker sends its error back pickled
+        return (type(self), (self.status, self.message))
 
 
 FAULT_ORDER = ("timeout", "connection_error", "http_5xx", "malformed", "empty", "slow")

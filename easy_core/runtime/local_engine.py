@@ -99,6 +99,19 @@ class LocalEngine:
         self.resilience = resilience or ResilienceParams()
         self.difficulty_slope = difficulty_slope  # to rank fallback executors by capability
         self.step_timeout_factor = step_timeout_factor
+        # What running a call elsewhere adds to its latency (the Prefect engine: a task run
+        # on a worker), allowed on top of the profile-based timeout; nothing in process.
+        self.call_overhead_s = 0.0
+
+    async def call(
+        self, executor: Executor, step: Step, request: StepRequest, timeout_s: float
+    ) -> StepResult:
+        """One call of an executor, which the engine bounds by `timeout_s`: here, on this
+        event loop. An engine that runs calls
+        elsewhere (the Prefect engine: as task runs on its task runner) overrides this and
+        keeps every other rule of a step's life (timeouts, retries, fallback, breakers, the
+        ledger, the deadline)."""
+        return await executor.run(request)
 
     async def execute(
         self,
@@ -399,7 +412,9 @@ class _Schedule(PlanSchedule):
             timeout = self._timeout(flight)
             try:
                 async with asyncio.timeout(timeout):
-                    return await flight.executor.run(flight.request)
+                    return await self.engine.call(
+                        flight.executor, flight.step, flight.request, timeout
+                    )
             except TimeoutError:
                 return self._timed_out(flight, timeout)
             except Exception as exc:  # an executor bug must not take the episode down
@@ -418,7 +433,8 @@ class _Schedule(PlanSchedule):
 
     def _timeout(self, flight: _Flight) -> float:
         engine = self.engine
-        return call_timeout(flight.expected_s, engine.step_timeout_s, engine.step_timeout_factor)
+        timeout = call_timeout(flight.expected_s, engine.step_timeout_s, engine.step_timeout_factor)
+        return timeout + engine.call_overhead_s
 
     async def _cancel_in_flight(self) -> None:
         """Cut off the steps in flight at the deadline: a started step is charged its input
