@@ -11,7 +11,9 @@ slots. The rules (`params.serve.release`):
 - `tail_risk`: the mean-CVaR index of `runtime.release` (`release_index`): the step whose
   episode's projected flow time (its age, the step, the chain behind it) is most at risk in the
   tail, per second of its own service; service times are learnt online per executor as a ratio
-  to the profile's prediction, and the tail threshold from recent episodes' flow times;
+  to the profile's prediction, and the tail threshold from recent episodes' flow times (the
+  simulation's adaptive in-flight window is not needed here: the lane is the executor's own
+  queue, so a chosen step starts the moment its slot frees, with no transit to cover);
 - `prefix`: a step whose prompt prefix the executor served recently (its server's prefix cache
   holds it) goes first, oldest first, with a bypass limit (`runtime.prefix_order.next_step`);
 - `coact`: CoAct's contrastive online dispatch: when worker w frees, the waiting step x that

