@@ -16,10 +16,14 @@ Generated tokens are counted in the episode's `orchestrator_tokens`.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
+import threading
 import zlib
 from typing import Any
 
+from easy_core.core.clock import VirtualTimeLoop
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import OrchestratorParams, Params
 from easy_core.plans.prompting import render_messages
@@ -161,6 +165,19 @@ def generate_openai(
     return text, tokens
 
 
+_GENERATING = threading.Lock()
+
+
+def _one_at_a_time(generate: Any) -> tuple[str, int]:
+    """One in-process generation at a time: one set of weights on few cores."""
+    with _GENERATING:
+        return generate()
+
+
+def _call(generate: Any) -> tuple[str, int]:  # a server batches concurrent requests itself
+    return generate()
+
+
 class LLMPolicy:
     name = "easy"
 
@@ -175,9 +192,14 @@ class LLMPolicy:
         settings = state.params.orchestrator
         messages, schema = turn_inputs(state)
         if settings.backend == "hf":
-            text, tokens = generate_hf(messages, settings, sample_key(state), schema)
+            generate = functools.partial(generate_hf, messages, settings, sample_key(state), schema)
         else:
-            text, tokens = generate_openai(messages, settings, schema)
+            generate = functools.partial(generate_openai, messages, settings, schema)
+        if isinstance(asyncio.get_running_loop(), VirtualTimeLoop):
+            text, tokens = generate()  # virtual time: a thread would let the clock run on
+        else:  # wall time (a served endpoint): other episodes keep running while it generates
+            local = settings.backend == "hf"
+            text, tokens = await asyncio.to_thread(_one_at_a_time if local else _call, generate)
         return record_answer(state, text, tokens)
 
 
