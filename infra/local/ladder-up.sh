@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Start the CPU model ladder: one llama.cpp OpenAI-compatible server (llama-cpp-python[server])
-# per model, on loopback, each with one thread and its RAM prompt cache on (llama-cpp-python
-# serves one request at a time per model and swaps models when one process serves several, so
-# one process per model is what keeps all three warm):
+# per model, on loopback, each with one thread (llama-cpp-python serves one request at a time
+# per model and swaps models when one process serves several, so one process per model is what
+# keeps all three warm). Prompt caching: each server reuses the KV state of the longest prefix
+# its next prompt shares with the previous one (llama-cpp-python's prefix match, always on);
+# its RAM cache of many prompts stays off (LADDER_RAM_CACHE=true): every entry copies the
+# logits of the whole context, 2.5 GB per prompt at Qwen's vocabulary and 4096 tokens.
 #   SmolLM2-135M-Instruct   on 8088 (smollm2-135m)
 #   Qwen2.5-Coder-0.5B      on 8089 (qwen2.5-coder-0.5b)
 #   Qwen2.5-Coder-1.5B      on 8090 (qwen2.5-coder-1.5b)
@@ -15,6 +18,6 @@ state="${EASY_STATE_DIR:-$PWD/.prefect-local}"
 read -r -a ports <<< "${LADDER_PORTS:-8088 8089 8090}"
 models=(smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
 for i in 0 1 2; do
-  LLAMA_MODEL="${models[$i]}" LLAMA_PORT="${ports[$i]}" LLAMA_CACHE=true LLAMA_THREADS=1 \
+  LLAMA_MODEL="${models[$i]}" LLAMA_PORT="${ports[$i]}" LLAMA_CACHE="${LADDER_RAM_CACHE:-false}" LLAMA_THREADS=1 \
     EASY_STATE_DIR="$state/ladder-${models[$i]}" infra/local/llama-up.sh
 done
