@@ -133,6 +133,18 @@ class LoadRow:
     wall_s: float
 
 
+def questions(suite: str, n: int, seed: int = 0) -> list[str]:
+    """What the load sends: the rendered prompts of `n` sim test tasks (the server regenerates
+    each from its id), or the questions of another suite's test tasks."""
+    if suite == "sim":
+        return [generate_task(seed, "test", i).prompt for i in range(n)]
+    from easy_core.core.params import Params
+    from easy_core.world.suites import get_suite
+
+    tasks = get_suite(suite, Params()).tasks("test", n, seed)
+    return [str(t.metadata.get("question") or t.prompt) for t in tasks]
+
+
 async def drive(
     url: str,
     model: str,
@@ -142,9 +154,11 @@ async def drive(
     max_cost_usd: float | None = None,
     time_limit_s: float = 120.0,
     api_key: str = "none",
+    prompts: Sequence[str] | None = None,
 ) -> tuple[list[dict], int, float]:
-    """Poisson arrivals of `n` distinct sim test tasks at `rate_rps`; each request's client
-    latency and `easy` report. Returns (results, errors, wall seconds)."""
+    """Poisson arrivals of `n` requests at `rate_rps` (distinct sim test tasks unless `prompts`
+    are given); each request's client latency and `easy` report. Returns (results, errors,
+    wall seconds)."""
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, timeout=60.0)
@@ -152,15 +166,16 @@ async def drive(
     results: list[dict] = []
     errors = 0
 
+    texts = list(prompts) if prompts is not None else questions("sim", n, seed)
+
     async def one(index: int) -> None:
         nonlocal errors
-        task = generate_task(seed, "test", index)
         body = {} if max_cost_usd is None else {"max_cost_usd": max_cost_usd}
         started = time.monotonic()
         try:
             raw = await client.chat.completions.with_raw_response.create(
                 model=model,
-                messages=[{"role": "user", "content": task.prompt}],
+                messages=[{"role": "user", "content": texts[index % len(texts)]}],
                 extra_body=body,
             )
             response = raw.parse()
@@ -170,7 +185,7 @@ async def drive(
         report = (response.model_extra or {})["easy"]
         results.append(
             {
-                "task_id": task.id,
+                "index": index,
                 "latency_s": time.monotonic() - started,
                 "answer": response.choices[0].message.content,
                 "http_server_s": float(raw.headers["x-easy-server-ms"]) / 1000,
@@ -226,14 +241,23 @@ def serve_benchmark(
     model: str = "greedy",
     seed: int = 0,
     params: str | Path | None = None,
+    suite: str = "sim",
+    time_limit_s: float = 600.0,
 ) -> list[LoadRow]:
     """Every release rule at every load, each on a fresh server (same tasks, same arrivals)."""
     rows = []
+    prompts = questions(suite, n, seed)
     for release in releases:
-        overrides = [f"serve.release={release}", f"sim.time_scale={time_scale}"]
+        overrides = [
+            f"serve.release={release}",
+            f"sim.time_scale={time_scale}",
+            f"serve.suite={suite}",
+        ]
         with ServerProcess(pool, overrides, policy=model, params=params) as server:
             for load, rate in loads:
-                results, errors, wall = asyncio.run(drive(server.url, model, rate, n, seed))
+                results, errors, wall = asyncio.run(
+                    drive(server.url, model, rate, n, seed, None, time_limit_s, prompts=prompts)
+                )
                 rows.append(load_row(release, load, rate, n, results, errors, wall))
     return rows
 

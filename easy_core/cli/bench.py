@@ -159,6 +159,9 @@ def bench_serve(
         float, typer.Option(help="sim.time_scale of the served sim pool (wall time)")
     ] = 0.05,
     model: Annotated[str, typer.Option(help="the policy requests ask for")] = "greedy",
+    suite: Annotated[
+        str, typer.Option(help="what requests ask: sim tasks, or math/research test questions")
+    ] = "sim",
     seed: Annotated[int, typer.Option()] = 0,
     params_path: ParamsOption = None,
 ) -> None:
@@ -180,6 +183,7 @@ def bench_serve(
         model,
         seed,
         params_path,
+        suite,
     )
     print(serve_markdown(rows), end="")
 
