@@ -271,7 +271,7 @@ def serve_markdown(rows: Sequence[LoadRow]) -> str:
     for r in rows:
         lines.append(
             f"| {r.release} | {r.load} | {r.rate_rps:g} | {r.n} | {r.completed} | {r.errors} | "
-            f"{r.throughput_rps:.1f} | {r.p50_s:.3f} | {r.p95_s:.3f} | {r.front_p50_ms:.2f} | "
+            f"{r.throughput_rps:.3g} | {r.p50_s:.3f} | {r.p95_s:.3f} | {r.front_p50_ms:.2f} | "
             f"{r.client_front_p50_ms:.2f} | {r.max_spend_share:.3f} |"
         )
     return "\n".join(lines) + "\n"
