@@ -245,7 +245,7 @@ def test_without_keys_only_on_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 2 and "without keys" in result.output
 
 
-def test_schemathesis_finds_no_server_error_and_no_schema_violation() -> None:
+def test_schemathesis_finds_no_server_error_and_no_schema_violation(tmp_path: Path) -> None:
     """schemathesis fuzzes the server's own OpenAPI schema (every check but the acceptance of
     schema-valid bodies: the schema cannot say "at least one non-empty user message", which the
     server refuses with a 400 naming `messages`); afterwards the server still answers."""
@@ -277,6 +277,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation() -> None:
             capture_output=True,
             text=True,
             timeout=600,
+            cwd=tmp_path,  # its crash cache lands there, not in the checkout
         )
         assert result.returncode == 0, result.stdout[-4000:]
         task = generate_task(0, "test", 1)

@@ -161,7 +161,8 @@ async def drive(
     wall seconds)."""
     from openai import AsyncOpenAI
 
-    client = AsyncOpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, timeout=60.0)
+    # no request is cut short by the client before the run's own bound
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, timeout=time_limit_s)
     rng = random.Random(seed)
     results: list[dict] = []
     errors = 0
