@@ -4,22 +4,16 @@ infra/prefect.yaml, and a deployment run driven to Completed through the CLI."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from easy_core.benchmarks.serve_bench import free_port
 from tests.conftest import ROOT
 
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def alive(pid: int) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from easy_core.benchmarks.serve_bench import free_port
 from easy_core.core.params import Params
 from easy_core.core.schemas import ExecutorProfile, LatencyModel, StepRequest, Task
 from easy_core.evaluation.evaluator import EvalSpec, evaluate
@@ -26,7 +27,6 @@ from easy_core.world.suites.math import MathSuite
 from easy_core.world.suites.research import ResearchSuite
 from tests.conftest import ROOT
 from tests.test_cli import easy
-from tests.test_deployments import free_port
 from tests.test_remote_storage import BIN
 
 CPU_REAL = ROOT / "configs/pools/cpu-real.yaml"

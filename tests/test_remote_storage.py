@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from easy_core.benchmarks.serve_bench import free_port
 from tests.conftest import ROOT
-from tests.test_deployments import free_port
 
 BIN = Path(sys.executable).parent
 BUCKET = "easy-test"

@@ -339,6 +339,21 @@ class _Schedule(PlanSchedule):
         flight.ticket = self._ticket(flight)
         self._start(flight)
 
+    def _downstream_seconds(self) -> dict[str, float]:
+        """For each step, the predicted time of the longest chain of steps that wait on it (by
+        the latency model of each one's executor at its typical size): how much of its episode
+        is still to come behind it, which the tail-risk release rule weighs."""
+        session, children = self.session, self.children
+        own = {s.id: typical_latency_s(session.executor(s.executor).profile) for s in self.steps}
+        down: dict[str, float] = {}
+
+        def chain(step_id: str) -> float:  # the plan is a validated DAG: this terminates
+            if step_id not in down:
+                down[step_id] = max((own[c] + chain(c) for c in children[step_id]), default=0.0)
+            return down[step_id]
+
+        return {step.id: chain(step.id) for step in self.steps}
+
     def _ticket(self, flight: _Flight) -> SlotTicket | None:
         """What a shared dispatcher needs to choose among waiting steps; None for the
         episode's own FIFO slots."""
@@ -346,7 +361,7 @@ class _Schedule(PlanSchedule):
         if session.shared is None:
             return None
         if self._downstream is None:
-            self._downstream = downstream_seconds(self.steps, session)
+            self._downstream = self._downstream_seconds()
         return SlotTicket(
             episode=session.episode,
             arrival_s=self.origin if session.arrival_s is None else session.arrival_s,
@@ -495,23 +510,3 @@ class _Schedule(PlanSchedule):
         inputs = tuple(self._result_of(dep) for dep in step.depends_on)
         profile = self.session.executor(executor_name).profile
         return build_request(step, inputs, self.task, self.seed, profile.max_output_tokens)
-
-
-def downstream_seconds(steps: list[Step], session: PoolSession) -> dict[str, float]:
-    """For each step, the predicted time of the longest chain of steps that wait on it (by the
-    latency model of each one's executor at its typical size): how much of its episode is
-    still to come behind it, which the tail-risk release rule weighs."""
-    children: dict[str, list[str]] = {step.id: [] for step in steps}
-    for step in steps:
-        for dep in step.depends_on:
-            if dep in children:
-                children[dep].append(step.id)
-    own = {step.id: typical_latency_s(session.executor(step.executor).profile) for step in steps}
-    down: dict[str, float] = {}
-
-    def chain(step_id: str) -> float:  # the plan is a validated DAG: this terminates
-        if step_id not in down:
-            down[step_id] = max((own[c] + chain(c) for c in children[step_id]), default=0.0)
-        return down[step_id]
-
-    return {step.id: chain(step.id) for step in steps}

@@ -19,6 +19,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from easy_core.core.schemas import Task
 from easy_core.service.auth import authorized
 from easy_core.service.completions import CompletionService, Event, RequestError
 from easy_core.service.protocol import (
@@ -155,8 +156,8 @@ def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
     async def chat_completions(body: ChatCompletionRequest) -> Any:
         if not body.stream:
             return await service.complete(body)
-        service.task_of(body)  # refuse before the stream starts, with a status code
-        return StreamingResponse(_stream(service, body), media_type="text/event-stream")
+        resolved = service.task_of(body)  # refuse before the stream starts, with a status
+        return StreamingResponse(_stream(service, body, resolved), media_type="text/event-stream")
 
     def openapi() -> dict[str, Any]:
         """The schema with this server's own values: the served policies as `model`'s enum,
@@ -186,7 +187,9 @@ def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
     return app
 
 
-async def _stream(service: CompletionService, body: ChatCompletionRequest) -> AsyncIterator[str]:
+async def _stream(
+    service: CompletionService, body: ChatCompletionRequest, resolved: tuple[str, Task]
+) -> AsyncIterator[str]:
     """Server-sent events in OpenAI's chunk format: a role chunk, one chunk per milestone and
     per finished step (their detail in `easy`), the answer, then the finish chunk with usage and
     the full report, then `[DONE]`. A client that goes away cancels its episode."""
@@ -207,7 +210,7 @@ async def _stream(service: CompletionService, body: ChatCompletionRequest) -> As
 
     async def run() -> ChatCompletion:
         try:
-            return await service.complete(body, queue.put_nowait)
+            return await service.complete(body, queue.put_nowait, resolved)
         finally:
             queue.put_nowait(None)
 

@@ -215,11 +215,15 @@ class CompletionService:
     # ------------------------------------------------------------------ running it
 
     async def complete(
-        self, request: ChatCompletionRequest, sink: EventSink | None = None
+        self,
+        request: ChatCompletionRequest,
+        sink: EventSink | None = None,
+        resolved: tuple[str, Task] | None = None,
     ) -> ChatCompletion:
         """Run one request to its chat completion; `sink` receives milestone and step events
-        as they happen (streaming)."""
-        name, task = self.task_of(request)
+        as they happen (streaming); `resolved`: its `task_of`, when the caller checked it
+        already."""
+        name, task = resolved or self.task_of(request)
         if self.in_flight >= self.params.serve.max_in_flight:
             raise RequestError(
                 429,
