@@ -373,8 +373,23 @@ class GrpoParams(_Section):
     base_model: str = Field("models/sft", description="the SFT checkpoint (or a packaged model)")
     out: str = "models/grpo"
     tasks: int = Field(8, ge=1, description="training tasks whose trees give the prompts")
+    rollout: Literal["stored", "on_policy"] = Field(
+        "stored",
+        description="stored: prompts are the decision states of the rollouts stage's trees "
+        "(grown by rollouts.tree_policy); on_policy: Tree-GRPO, each step grows its tasks' "
+        "trees with the model being trained (TRL's rollout_func), every sibling group to "
+        "tree_depth a GRPO group (easy_core.learning.tree_grpo)",
+    )
     tree_depth: int = Field(
-        1, ge=1, description="prompts from tree nodes above this depth (1: the roots only)"
+        1,
+        ge=1,
+        description="stored: prompts from tree nodes above this depth (1: the roots only); "
+        "on_policy: the decisions that branch into rollouts.tree_k samples",
+    )
+    advantage_scope: Literal["siblings", "tree"] = Field(
+        "siblings",
+        description="on_policy: a sample's advantage against its siblings (GRPO's group), or "
+        "against its siblings plus every sample of the task's tree (Tree-GRPO)",
     )
     prompts_per_step: int = Field(1, ge=1)
     max_steps: int = Field(2, ge=1)
@@ -411,7 +426,8 @@ class GrpoParams(_Section):
     )
     continuation: str = Field(
         "greedy-once",
-        description="the policy that plays an episode on after the sampled turn; `greedy-once` "
+        description="the policy that plays an episode on after the sampled turn (on_policy: "
+        "below tree_depth; `self`: the model being trained, one sample); `greedy-once` "
         "never retries a doubted result, as the orchestrator's task grammar cannot, so a turn "
         "is scored by what the orchestrator itself could make of it",
     )
@@ -451,6 +467,24 @@ class GrpoParams(_Section):
     @model_validator(mode="after")
     def _privileged_guidance_needs_the_flag(self) -> GrpoParams:
         _refuse_privileged([*self.guide, self.continuation], self.allow_privileged, "grpo")
+        return self
+
+    @model_validator(mode="after")
+    def _on_policy_trees_sample_in_process(self) -> GrpoParams:
+        if self.continuation == "self" and self.rollout != "on_policy":
+            raise ValueError("continuation: self (the trained model) needs rollout: on_policy")
+        if self.rollout != "on_policy":
+            return self
+        if self.use_vllm or not self.structured:
+            raise ValueError(
+                "rollout: on_policy grows its trees in process under the plan schema: set "
+                "structured: true and use_vllm: false"
+            )
+        if self.guide or self.renamed_pools or self.random_pools or self.reward_worlds > 1:
+            raise ValueError(
+                "rollout: on_policy scores each sample by its own subtree in the training "
+                "pool: drop guide, renamed_pools and random_pools, and set reward_worlds: 1"
+            )
         return self
 
     @model_validator(mode="after")

@@ -48,6 +48,7 @@ from easy_core.learning.checkpoints import (
     trainer_args,
     write_report,
 )
+from easy_core.learning.tree_grpo import train_tree_grpo
 from easy_core.learning.trees import TaskTree, TreeNode, grow_tree
 from easy_core.plans.prompting import plan_text, render_messages
 from easy_core.plans.structured import executor_token_mask, schema_accepts, turn_schema
@@ -400,6 +401,8 @@ def train_grpo(
 
     config = params.grpo
     out = Path(out_dir or config.out)
+    if config.rollout == "on_policy":
+        return train_tree_grpo(params, out, report_dir)
     rows = tree_prompts(params, trees)
     if not rows:
         raise ConfigError("no decision states in the tree rollouts to train on")

@@ -5,7 +5,8 @@ steps executed once (the episode is forked, not replayed).
 
 The return of a leaf is its trajectory's reward; the value of a node is the mean return of the
 leaves below it; a node's advantage is its value normalised within its sibling group (GRPO's
-group), or across every node of the task's tree at once (`scope="tree"`, as Tree-GRPO adds).
+group), plus, with `scope="tree"`, normalised across every node of the task's tree (Tree-GRPO).
+On-policy trees, grown by the model being trained inside TRL, are `tree_grpo`'s.
 
 The point of trees is tokens: a sibling group compares K continuations of one shared prefix, so
 the prefix's orchestrator tokens are paid once instead of once per leaf. `token_comparison`
@@ -113,8 +114,13 @@ def grow_tree(
     return TaskTree(task_id=task.id, policy=policy.name, k=k, depth=depth, scope=scope, nodes=nodes)
 
 
-def assign_values(nodes: list[TreeNode], scope: AdvantageScope = "siblings") -> None:
-    """Values (mean leaf return of each subtree) and normalised advantages, in place."""
+def assign_values(
+    nodes: list[TreeNode], scope: AdvantageScope = "siblings", scale: bool = True
+) -> None:
+    """Values (mean leaf return of each subtree) and advantages, in place: each node's value
+    against its sibling group's (GRPO's group), and with `scope="tree"` also against every node
+    of the task's tree (Tree-GRPO's intra- plus inter-branch advantage). `scale` divides each
+    term by its group's standard deviation (GRPO), else only centres it (Dr. GRPO)."""
     children: dict[int, list[TreeNode]] = {}
     for node in nodes:
         if node.parent is not None:
@@ -129,17 +135,24 @@ def assign_values(nodes: list[TreeNode], scope: AdvantageScope = "siblings") -> 
         return returns
 
     value(nodes[0])
-    groups = (
-        list(children.values())
-        if scope == "siblings"
-        else [[n for n in nodes if n.parent is not None]]
-    )
+    for node in nodes:
+        node.advantage = 0.0
+    groups = list(children.values())
+    if scope == "tree":
+        groups.append([n for n in nodes if n.parent is not None])
     for group in groups:
-        values = [n.value for n in group]
-        mean = statistics.fmean(values)
-        std = statistics.pstdev(values) if len(values) > 1 else 0.0
-        for n in group:
-            n.advantage = (n.value - mean) / (std + 1e-6) if len(group) > 1 else 0.0
+        for n, term in zip(group, normalised([n.value for n in group], scale), strict=True):
+            n.advantage += term
+
+
+def normalised(values: list[float], scale: bool = True) -> list[float]:
+    """GRPO's advantage of each value in its group: minus the group mean, over the group's
+    population standard deviation when `scale`; 0 for a group of one."""
+    if len(values) < 2:
+        return [0.0] * len(values)
+    mean = statistics.fmean(values)
+    std = statistics.pstdev(values) if scale else 0.0
+    return [(v - mean) / (std + 1e-6) if scale else v - mean for v in values]
 
 
 def independent_rollouts(
