@@ -4,7 +4,9 @@ Each shard's episodes come from a Prefect task cached on (rollout settings, shar
 result (the shard's JSONL) is persisted to the result storage (params: pipeline.result_storage,
 e.g. S3); the shard file is written atomically with a checksum sidecar. A re-run, even after a
 crash, recomputes nothing already done. A GPU work pool can fan shards out as separate flow runs
-(`shard_ids`). Tree rollouts (data/trees/) are grown after the shards."""
+(`shard_ids`). The episodes' reward table, every component per episode
+(data/rewards/rewards.csv, summary.json), is written with the manifest; tree rollouts
+(data/trees/, what GRPO trains on) are grown after the shards."""
 
 from __future__ import annotations
 
@@ -14,8 +16,14 @@ from prefect import flow, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import INPUTS, NO_CACHE
 
-from easy_core.core.datasets import Manifest, remove_partial_files, write_manifest
+from easy_core.core.datasets import (
+    Manifest,
+    read_trajectories,
+    remove_partial_files,
+    write_manifest,
+)
 from easy_core.core.params import Params
+from easy_core.core.reward import reward_rows, reward_summary, write_reward_table
 from easy_core.core.storage import write_json, write_jsonl
 from easy_core.learning.episode_rollouts import (
     finished_shard,
@@ -49,6 +57,7 @@ def rollouts_flow(
     out_dir: str = "data/rollouts",
     shard_ids: list[int] | None = None,
     trees_dir: str = "data/trees",
+    rewards_dir: str = "data/rewards",
 ) -> Manifest:
     params = params_from(params_path)
     settings = rollout_settings_hash(params)
@@ -70,10 +79,23 @@ def rollouts_flow(
     manifest = Manifest(kind="rollouts", config_hash=settings, shards=infos)
     if shard_ids is None:  # a fan-out run of some shards leaves the manifest to the full run
         write_manifest(out_dir, manifest)
+        reward_table(out_dir, rewards_dir)
     print(f"{sum(i.records for i in infos)} episodes in {len(infos)} shards")
     if shard_ids is None and params.rollouts.tree_tasks:
         tree_rollouts(params, trees_dir)
     return manifest
+
+
+@task(task_run_name="reward-table", cache_policy=NO_CACHE)
+def reward_table(rollouts_dir: str, out_dir: str) -> dict:
+    """Every reward component of every episode (rewards.csv) and their means (summary.json)."""
+    rows = reward_rows(read_trajectories(rollouts_dir))
+    write_reward_table(Path(out_dir) / "rewards.csv", rows)
+    summary = reward_summary(rows)
+    write_json(Path(out_dir) / "summary.json", summary)
+    table = "\n".join(f"| {k} | {v:.4f} |" for k, v in summary.items() if isinstance(v, float))
+    publish_markdown("reward-summary", f"| component | mean |\n|---|---|\n{table}\n")
+    return summary
 
 
 @task(task_run_name="tree-rollouts", cache_policy=NO_CACHE)

@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 from tests.test_flows import SMALL
 
 BIN = Path(sys.executable).parent
-STAGES = ["profile", "sft_data", "rollouts", "train", "rewards", "policies", "evaluate"]
+STAGES = ["profile", "sft_data", "rollouts", "train", "policies", "evaluate"]
 
 
 def tracked_files() -> list[str]:

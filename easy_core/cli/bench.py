@@ -329,3 +329,45 @@ def bench_grpo_signal(
             params, model or params.grpo.base_model, n, trees, lambda k: progress.advance(bar, k)
         )
     print(json.dumps(result, indent=2))
+
+
+@bench_app.command("tree-grpo")
+@user_errors
+def bench_tree_grpo(
+    tasks: Annotated[int, typer.Option(min=1, help="tasks for the tokens-per-leaf figure")] = 4,
+    steps: Annotated[int, typer.Option(min=1, help="training steps of each run")] = 3,
+    k: Annotated[int | None, typer.Option(min=2, help="override rollouts.tree_k")] = None,
+    depth: Annotated[int | None, typer.Option(min=2, help="override grpo.tree_depth")] = None,
+    skip_training: Annotated[
+        bool, typer.Option("--skip-training", help="the token figure only")
+    ] = False,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="write the figures as JSON")
+    ] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """On-policy Tree-GRPO (params.grpo with rollout on_policy): tokens per leaf of the model's
+    own trees against independent episodes, and leaves, samples and reward per CPU-hour of
+    Tree-GRPO against root-only GRPO, from grpo.base_model."""
+    from easy_core.benchmarks.tree_grpo_bench import (
+        cpu_hour_figures,
+        markdown,
+        tree_token_figures,
+    )
+
+    params = resolve_params(
+        params_path,
+        {
+            "grpo.rollout": "on_policy",
+            "grpo.reward_worlds": 1,
+            "grpo.continuation": "self",
+            "rollouts.tree_k": k,
+            "grpo.tree_depth": depth if depth is not None else 2,
+        },
+    )
+    tokens = tree_token_figures(params, tasks)
+    runs = {} if skip_training else cpu_hour_figures(params, steps)
+    if out_file is not None:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps({"tokens": tokens, "runs": runs}, indent=2))
+    print(markdown(tokens, runs))

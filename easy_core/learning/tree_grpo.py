@@ -215,6 +215,10 @@ class TreeRollout:
                 "leaves": float(sum(len(t.leaves) for t in trees)),
                 "tokens": float(sum(t.tokens() for t in trees)),
                 "path_tokens": float(sum(t.path_tokens() for t in trees)),
+                "samples": float(sum(len(t.turns) for t in trees)),
+                "informative": float(
+                    sum(abs(t.nodes[i].advantage) > 1e-9 for t in trees for i in t.turns)
+                ),
                 "leaf_return": float(
                     sum(n.leaf.reward.total for t in trees for n in t.leaves if n.leaf is not None)
                 ),
@@ -352,11 +356,16 @@ def tree_trainer(**kwargs: Any) -> Any:
 def tree_figures(rollout: TreeRollout) -> dict[str, float]:
     """Per leaf, over every step: tokens the trees generated and tokens independent rollouts
     of the same leaves would have (each its whole path)."""
+    samples = sum(s["samples"] for s in rollout.steps)
+    informative = sum(s["informative"] for s in rollout.steps)
     leaves = sum(s["leaves"] for s in rollout.steps)
     tokens = sum(s["tokens"] for s in rollout.steps)
     path = sum(s["path_tokens"] for s in rollout.steps)
     return {
         "leaves": leaves,
+        "samples": samples,
+        "informative_samples": informative,
+        "leaf_return_sum": sum(s["leaf_return"] for s in rollout.steps),
         "tokens_per_leaf_tree": tokens / leaves if leaves else 0.0,
         "tokens_per_leaf_paths": path / leaves if leaves else 0.0,
         "token_saving_vs_paths": 1 - tokens / path if path else 0.0,
@@ -442,7 +451,10 @@ def train_tree_grpo(
         "train_seconds": seconds,
         "cpu_seconds": cpu_seconds,
         **figures,
-        "leaves_per_cpu_hour": figures["leaves"] * 3600 / cpu_seconds if cpu_seconds else 0.0,
+        **{
+            f"{figure}_per_cpu_hour": figures[figure] * 3600 / cpu_seconds if cpu_seconds else 0.0
+            for figure in ("leaves", "samples", "informative_samples", "leaf_return_sum")
+        },
         "first_reward": curve[0]["mean_leaf_return"] if curve else None,
         "last_reward": curve[-1]["mean_leaf_return"] if curve else None,
     }
