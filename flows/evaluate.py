@@ -26,7 +26,7 @@ from flows.settings import (
 )
 
 
-@task(task_run_name="eval-{policy}-{pool_name}")
+@task(task_run_name="eval-{policy}{label}-{pool_name}")
 def evaluate_one(
     policy: str,
     pool: str,
@@ -36,14 +36,18 @@ def evaluate_one(
     params_path: str | None,
     out: str,
     model: str | None = None,
+    label: str = "",
 ) -> EvalMetrics:
-    """`model`: the checkpoint the `easy` policy runs (the trained orchestrator)."""
+    """`model`: the checkpoint the `easy` policy runs (the trained orchestrator), its row
+    named `label`."""
     spec = EvalSpec("sim", policy, pool, n, seed, "test")
     params = params_from(params_path)
     if model is not None:
         params.orchestrator = params.orchestrator.model_copy(update={"model": model})
     metrics, trajectories = evaluate(spec, params)
-    write_results(Path(out) / f"{pool_name}-{policy}", metrics, trajectories)
+    if label:
+        metrics = metrics.model_copy(update={"policy": label})
+    write_results(Path(out) / f"{pool_name}-{label or policy}", metrics, trajectories)
     return metrics
 
 
@@ -52,16 +56,21 @@ def run_evaluation(
 ) -> list[EvalMetrics]:
     params = params_from(params_path)
     load_pool_secrets(params)
-    runs = [(policy, pool, config.n) for pool in config.pools for policy in config.policies]
+    runs: list[tuple[str, str, int, str | None, str]] = [
+        (policy, pool, config.n, None, "") for pool in config.pools for policy in config.policies
+    ]
     if config.orchestrator_n:  # the orchestrator the train stage trained, on fewer tasks
-        runs += [("easy", pool, config.orchestrator_n) for pool in config.pools]
+        runs += [
+            ("easy", pool, config.orchestrator_n, model, label)
+            for pool in config.pools
+            for label, model in config.orchestrator_models.items()
+        ]
     progress = create_progress_artifact(0.0, key="evaluation-progress", description=title)
     one = evaluate_one.with_options(**task_options(params))
     rows = []
-    for done, (policy, pool, n) in enumerate(runs, start=1):
-        model = config.orchestrator_model if policy == "easy" else None
+    for done, (policy, pool, n, model, label) in enumerate(runs, start=1):
         name, runs_dir = Path(pool).stem, f"{out_dir}/runs"
-        rows.append(one(policy, pool, name, n, config.seed, params_path, runs_dir, model))
+        rows.append(one(policy, pool, name, n, config.seed, params_path, runs_dir, model, label))
         update_progress_artifact(progress, 100.0 * done / len(runs))
     out = Path(out_dir)
     summary = {f"{r.pool}/{r.policy}": r.model_dump(mode="json") for r in rows}

@@ -19,7 +19,7 @@ SMALL = {
     "policy_training": {"n_tasks": 60, "epochs": 4, "knn_reference_rows": 200},
     "evaluate": {"n": 10, "policies": ["greedy", "graph", "oracle"], "orchestrator_n": 1},
     "orchestrator": {"max_new_tokens": 48},
-    "nightly": {"n": 10, "policies": ["greedy"]},
+    "nightly": {"n": 10, "policies": ["greedy"], "orchestrator_n": 1},
 }
 
 
@@ -91,9 +91,26 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
     assert set(metrics) == {  # the trained orchestrator is evaluated with the policies
         f"{p}/{q}"
         for p in ("sim-default", "sim-unseen")
-        for q in ("greedy", "graph", "oracle", "easy")
+        for q in ("greedy", "graph", "oracle", "easy-sft", "easy-grpo")
     }
-    assert metrics["sim-default/easy"]["n"] == 1 and metrics["sim-default/greedy"]["n"] == 10
+    assert metrics["sim-default/easy-grpo"]["n"] == 1 and metrics["sim-default/greedy"]["n"] == 10
+    # every stage after the profile read its measurement: the cards carry its sample counts
+    from easy_core.core.params import load_params
+    from easy_core.executors.pool import load_pool
+
+    measured = yaml.safe_load((tmp_path / "results/profiles/sim-default.yaml").read_text())
+    cards = load_pool(ROOT / "configs/pools/sim-default.yaml", load_params(small_params))
+    counts = {
+        (card.name, skill): capability.n
+        for card in cards.profiles
+        for skill, capability in card.capability.items()
+    }
+    expected = {
+        (name, skill): domain["n"]
+        for name, executor in measured["executors"].items()
+        for skill, domain in executor["capability"].items()
+    }
+    assert expected and all(counts[key] == n for key, n in expected.items())
     example = json.loads((tmp_path / "data/sft/train.jsonl").read_text().splitlines()[0])
     assert [m["role"] for m in example["messages"]] == ["system", "user", "assistant"]
     assert {

@@ -50,3 +50,48 @@ def test_executor_card_lists_price_speed_context_and_skills(pool):
     card = pool.profile("sim-xl").card()
     for text in ("sim-xl", "$3/1M in", "$6/1M out", "45 tok/s", "context 131072", "code 93%"):
         assert text in card
+
+
+def test_measured_cards_replace_the_priors_but_not_the_simulated_world(params, tmp_path):
+    """A pool takes its cards from the profile stage's measurement of it; its simulated world
+    keeps drawing from the pool file's own values (the truth the measurement estimates)."""
+    import yaml
+
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
+    from easy_core.executors.pool import load_pool
+    from easy_core.policies import get_policy
+    from easy_core.runtime.episode import EpisodeRunner
+    from easy_core.world.suites.sim import SimSuite
+    from tests.conftest import SIM_DEFAULT
+
+    measured = {
+        "pool": "sim-default",
+        "suites": ["sim"],
+        "n_tasks": 5,
+        "seed": 0,
+        "executors": {"sim-xs": {"capability": {"code": {"success": 0.99, "n": 7}}}},
+    }
+    (tmp_path / "sim-default.yaml").write_text(yaml.safe_dump(measured))
+    profile = params.profile.model_copy(update={"out_dir": str(tmp_path), "apply": True})
+    carded = load_pool(SIM_DEFAULT, params.model_copy(update={"profile": profile}))
+    priors = load_pool(SIM_DEFAULT, params)
+    card = {p.name: p for p in carded.profiles}["sim-xs"].capability["code"]
+    assert (card.success, card.n) == (0.99, 7)
+    assert {p.name: p for p in priors.profiles}["sim-xs"].capability["code"].n == 1000
+    # the same plan has the same outcomes in both worlds, and the oracle reads the truth
+    tasks = list(SimSuite(params.sim).tasks("test", 30, 0))
+    for task in tasks:
+        runs = [
+            run_synchronously(
+                EpisodeRunner(p, params, SimSuite.check).run(
+                    task, get_policy("cheapest"), 0, DiscreteEventClock()
+                )
+            )
+            for p in (carded, priors)
+        ]
+        assert runs[0] == runs[1]
+    runner = EpisodeRunner(carded, params, SimSuite.check)
+    assert runner._profiles["sim-xs"].capability["code"].n == 1000
+    off = profile.model_copy(update={"apply": False})
+    unapplied = load_pool(SIM_DEFAULT, params.model_copy(update={"profile": off}))
+    assert {p.name: p for p in unapplied.profiles}["sim-xs"].capability["code"].n == 1000

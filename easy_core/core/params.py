@@ -190,6 +190,16 @@ class ProfileParams(_Section):
     suites: list[str] = Field(default_factory=lambda: ["sim"])
     n_tasks: int = Field(300, ge=1)
     seed: int = 0
+    out_dir: str = Field(
+        "results/profiles", description="where the profile stage writes POOL.yaml per pool"
+    )
+    apply: bool = Field(
+        True,
+        description="a pool without its own `profile:` takes its cards (capability with the "
+        "sample counts measured, latency) from out_dir/<pool file stem>.yaml once the profile "
+        "stage wrote it; a simulated executor's world keeps the pool file's own values "
+        "(the truth the measurement estimates); false: the pool files' priors",
+    )
 
 
 class RealSuiteData(_Section):
@@ -263,10 +273,12 @@ class EvaluateParams(_Section):
         0,
         ge=0,
         description="held-out tasks per pool on which the trained orchestrator (policy `easy` "
-        "with `orchestrator_model`) is evaluated beside the policies; 0: it is not",
+        "with each of `orchestrator_models`) is evaluated beside the policies; 0: it is not",
     )
-    orchestrator_model: str = Field(
-        "models/grpo", description="the checkpoint the `easy` rows evaluate (the train stage's)"
+    orchestrator_models: dict[str, str] = Field(
+        default_factory=lambda: {"easy-sft": "models/sft", "easy-grpo": "models/grpo"},
+        description="row name -> checkpoint the `easy` policy runs (the train stage's SFT and "
+        "GRPO checkpoints)",
     )
 
 

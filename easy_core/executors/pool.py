@@ -94,8 +94,16 @@ class ExecutorPool:
         self.executors = executors
 
     @classmethod
-    def from_config(cls, config: PoolConfig, context: BackendContext | None = None) -> ExecutorPool:
+    def from_config(
+        cls,
+        config: PoolConfig,
+        context: BackendContext | None = None,
+        truth: PoolConfig | None = None,
+    ) -> ExecutorPool:
+        """`truth`: when `config`'s cards are a measured profile, the pool file it measured; its
+        simulated executors' world draws from the file's values."""
         context = context or BackendContext()
+        true = {p.name: p for p in truth.executors} if truth is not None else {}
         executors: dict[str, Executor] = {}
         for profile in config.executors:
             factory = BACKENDS.get(profile.backend)
@@ -106,6 +114,8 @@ class ExecutorPool:
                     f"{', '.join(sorted(BACKENDS))}"
                 )
             executor = factory(profile, context)
+            if isinstance(executor, SimExecutor) and profile.name in true:
+                executor.truth = true[profile.name]
             faults = profile.faults or config.faults
             if faults is not None and faults.total > 0:
                 executor = FaultInjectingExecutor(executor, faults)
@@ -319,7 +329,14 @@ def load_pool_context(params: Params) -> BackendContext:
 
 
 def load_pool(path: str | Path, params: Params) -> ExecutorPool:
-    return ExecutorPool.from_yaml(path, load_pool_context(params))
+    """The pool file with its measured cards: its own `profile:`, or else (params.profile.apply)
+    the profile stage's measurement of it, `<profile.out_dir>/<file stem>.yaml`, once written."""
+    config = load_pool_config(path)
+    measured = Path(params.profile.out_dir) / f"{Path(path).stem}.yaml"
+    if config.profile is None and params.profile.apply and measured.is_file():
+        cards = load_yaml_model(measured, MeasuredProfile).apply(config)
+        return ExecutorPool.from_config(cards, load_pool_context(params), truth=config)
+    return ExecutorPool.from_config(config, load_pool_context(params))
 
 
 def sim_replay(config: PoolConfig) -> PoolConfig:

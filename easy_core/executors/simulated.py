@@ -15,13 +15,18 @@ class SimExecutor:
     virtual-time loop, for real on a normal loop (wall time, scaled by
     `sim.time_scale`)."""
 
-    def __init__(self, profile: ExecutorProfile, world: SimWorld):
-        self.profile = profile
+    def __init__(
+        self, profile: ExecutorProfile, world: SimWorld, truth: ExecutorProfile | None = None
+    ):
+        self.profile = profile  # the card: what the runtime and the policies read
         self.world = world
+        # what the world draws outcomes and latencies from: the pool file's own values, which
+        # a measured card only estimates
+        self.truth = truth or profile
 
     def simulate(self, request: StepRequest) -> StepResult:
         """The step's result at once; `latency_s` is how long it would take."""
-        result = self.world.simulate(self.profile, request)
+        result = self.world.simulate(self.truth, request)
         scale = self.world.sim.time_scale
         if scale != 1.0:  # the world run faster than modelled (load tests of a served pool)
             result.latency_s *= scale

@@ -68,7 +68,10 @@ class EpisodeRunner:
         inner = [getattr(e, "inner", e) for e in pool.executors.values()]
         simulated = bool(inner) and all(isinstance(e, SimExecutor) for e in inner)
         self._world = inner[0].world if simulated else None  # type: ignore[attr-defined]
-        self._profiles = {name: e.profile for name, e in pool.executors.items()}
+        self._profiles = {  # the world's own profiles (a card may be a measurement of them)
+            name: getattr(getattr(e, "inner", e), "truth", e.profile)
+            for name, e in pool.executors.items()
+        }
         # Charge policies that are not LLMs the tokens of their plans as an LLM would write
         # them (tree-rollout accounting); off by default, it costs a serialisation per turn.
         self.count_plan_tokens = False
