@@ -67,10 +67,14 @@ def run_evaluation(
         ]
     progress = create_progress_artifact(0.0, key="evaluation-progress", description=title)
     one = evaluate_one.with_options(**task_options(params))
+    runs_dir = f"{out_dir}/runs"
+    futures = [  # on the flow's task runner: threads here, Dask workers on a cluster
+        one.submit(policy, pool, Path(pool).stem, n, config.seed, params_path, runs_dir, *more)
+        for policy, pool, n, *more in runs
+    ]
     rows = []
-    for done, (policy, pool, n, model, label) in enumerate(runs, start=1):
-        name, runs_dir = Path(pool).stem, f"{out_dir}/runs"
-        rows.append(one(policy, pool, name, n, config.seed, params_path, runs_dir, model, label))
+    for done, future in enumerate(futures, start=1):
+        rows.append(future.result())
         update_progress_artifact(progress, 100.0 * done / len(runs))
     out = Path(out_dir)
     summary = {f"{r.pool}/{r.policy}": r.model_dump(mode="json") for r in rows}

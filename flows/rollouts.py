@@ -31,7 +31,7 @@ from easy_core.learning.episode_rollouts import (
     rollout_shard_text,
     store_shard,
 )
-from easy_core.learning.trees import generate_trees
+from easy_core.learning.trees import TaskTree, merge_tree_shards, tree_shard
 from flows.settings import (
     load_pool_secrets,
     params_from,
@@ -57,8 +57,9 @@ def rollouts_flow(
     out_dir: str = "data/rollouts",
     shard_ids: list[int] | None = None,
     trees_dir: str = "data/trees",
-    rewards_dir: str = "data/rewards",
+    rewards_dir: str | None = None,
 ) -> Manifest:
+    """`rewards_dir`: default `rewards` beside `out_dir`."""
     params = params_from(params_path)
     settings = rollout_settings_hash(params)
     load_pool_secrets(params)
@@ -79,10 +80,10 @@ def rollouts_flow(
     manifest = Manifest(kind="rollouts", config_hash=settings, shards=infos)
     if shard_ids is None:  # a fan-out run of some shards leaves the manifest to the full run
         write_manifest(out_dir, manifest)
-        reward_table(out_dir, rewards_dir)
+        reward_table(out_dir, rewards_dir or str(Path(out_dir).parent / "rewards"))
     print(f"{sum(i.records for i in infos)} episodes in {len(infos)} shards")
     if shard_ids is None and params.rollouts.tree_tasks:
-        tree_rollouts(params, trees_dir)
+        tree_rollouts(params, params_path, trees_dir)
     return manifest
 
 
@@ -98,11 +99,28 @@ def reward_table(rollouts_dir: str, out_dir: str) -> dict:
     return summary
 
 
-@task(task_run_name="tree-rollouts", cache_policy=NO_CACHE)
-def tree_rollouts(params: Params, out_dir: str) -> dict:
-    """Tree rollouts of params.rollouts (K alternatives per decision to depth D), stored with
-    their values and advantages, and how many orchestrator tokens the trees saved."""
-    trees, summary = generate_trees(params)
+@task(task_run_name="tree-shard-{shard}", cache_policy=NO_CACHE, persist_result=False)
+def grow_tree_shard(shard: int, shards: int, params_path: str | None) -> list[tuple]:
+    """One shard of the tree tasks, as JSON text (it may cross to a Dask worker and back)."""
+    rows = tree_shard(params_from(params_path), shard, shards)
+    return [(position, tree.model_dump_json(), counts) for position, tree, counts in rows]
+
+
+def tree_rollouts(params: Params, params_path: str | None, out_dir: str) -> dict:
+    """Tree rollouts of params.rollouts (K alternatives per decision to depth D) in
+    `rollouts.shards` shards on the flow's task runner, stored with their values and
+    advantages, and how many orchestrator tokens the trees saved."""
+    shards = params.rollouts.shards
+    # trees are regrown, not reused: their results are not stored
+    options = {k: v for k, v in task_options(params).items() if k != "result_storage"}
+    one = grow_tree_shard.with_options(**options)
+    futures = [one.submit(shard, shards, params_path) for shard in range(shards)]
+    trees, summary = merge_tree_shards(
+        [
+            [(p, TaskTree.model_validate_json(text), counts) for p, text, counts in f.result()]
+            for f in futures
+        ]
+    )
     write_jsonl(Path(out_dir) / "trees.jsonl", trees)
     write_json(Path(out_dir) / "summary.json", summary)
     publish_markdown(

@@ -1,6 +1,6 @@
 """Beyond one machine: the rollouts flow on a Dask cluster (a `dask scheduler` and two `dask
 worker` processes on loopback, reached through prefect-dask at the address params name) writes
-the same shard bytes as a run on the thread pool."""
+the same shard and tree bytes as a run on the thread pool."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def cluster(harness, tmp_path: Path):  # noqa: ANN001
 
 def small_params(tmp_path: Path, **pipeline: object) -> Path:
     data = yaml.safe_load((ROOT / "params.yaml").read_text())
-    data["rollouts"].update(shards=4, episodes_per_shard=40, tree_tasks=0)
+    data["rollouts"].update(shards=4, episodes_per_shard=40, tree_tasks=8)
     data["pipeline"].update(result_storage=str(tmp_path / "results"), **pipeline)
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "params.yaml"
@@ -107,11 +107,17 @@ def test_rollout_shards_on_a_dask_cluster_are_the_local_bytes(cluster: str, tmp_
     runner = task_runner(params_from(str(dask_params)))
     assert type(runner).__name__ == "DaskTaskRunner"
 
-    rollouts_flow(str(local_params), out_dir=str(tmp_path / "local" / "out"))
+    rollouts_flow(
+        str(local_params),
+        out_dir=str(tmp_path / "local" / "out"),
+        trees_dir=str(tmp_path / "local" / "trees"),
+    )
     with Client(cluster) as client:
         before = client.run(lambda dask_worker: len(dask_worker.state.log))
         rollouts_flow.with_options(task_runner=runner)(
-            str(dask_params), out_dir=str(tmp_path / "dask" / "out")
+            str(dask_params),
+            out_dir=str(tmp_path / "dask" / "out"),
+            trees_dir=str(tmp_path / "dask" / "trees"),
         )
         after = client.run(lambda dask_worker: len(dask_worker.state.log))
     assert len(after) == 2 and all(after[w] > before[w] for w in after)  # both workers ran shards
@@ -120,3 +126,32 @@ def test_rollout_shards_on_a_dask_cluster_are_the_local_bytes(cluster: str, tmp_
     assert [p.name for p in local] == [p.name for p in remote] and len(local) >= 4
     for a, b in zip(local, remote, strict=True):
         assert a.read_bytes() == b.read_bytes()
+    # the tree shards ran there too, and their union is the local trees, byte for byte
+    trees = [tmp_path / run / "trees" / "trees.jsonl" for run in ("local", "dask")]
+    assert trees[0].read_bytes() == trees[1].read_bytes()
+    assert len(trees[0].read_text().splitlines()) == 8
+
+
+def test_evaluation_runs_on_a_dask_cluster_with_the_local_results(
+    cluster: str, tmp_path: Path
+) -> None:
+    from flows.evaluate import evaluate_flow
+    from flows.settings import params_from, task_runner
+
+    local_params = small_params(tmp_path / "local")
+    dask_params = small_params(tmp_path / "dask", task_runner="dask", dask_address=cluster)
+    runner = task_runner(params_from(str(dask_params)))
+    options = {"n": 20, "policies": ["greedy", "cheapest"]}
+    evaluate_flow(str(local_params), out_dir=str(tmp_path / "local" / "eval"), **options)
+    from distributed import Client
+
+    with Client(cluster) as client:
+        before = client.run(lambda dask_worker: len(dask_worker.state.log))
+        evaluate_flow.with_options(task_runner=runner)(
+            str(dask_params), out_dir=str(tmp_path / "dask" / "eval"), **options
+        )
+        after = client.run(lambda dask_worker: len(dask_worker.state.log))
+    assert sum(after[w] - before[w] for w in after) > 0  # the evaluations ran on the workers
+    metrics = [tmp_path / run / "eval" / "metrics.json" for run in ("local", "dask")]
+    assert metrics[0].read_bytes() == metrics[1].read_bytes()
+    assert len(yaml.safe_load(metrics[0].read_text())) == 4  # 2 policies x 2 pools

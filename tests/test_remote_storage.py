@@ -120,7 +120,7 @@ def test_flow_task_results_are_stored_on_s3_and_reused(s3, tmp_path):
     params_file = tmp_path / "params.yaml"
     base = yaml.safe_load((ROOT / "params.yaml").read_text())
     base["pipeline"]["result_storage"] = f"s3://{BUCKET}/prefect-results"
-    base["rollouts"].update(shards=2, episodes_per_shard=8)
+    base["rollouts"].update(shards=2, episodes_per_shard=8, tree_tasks=0)
     params_file.write_text(yaml.safe_dump(base))
     fs = s3fs.S3FileSystem()
     with prefect_test_harness(server_startup_timeout=120):

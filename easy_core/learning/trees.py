@@ -170,60 +170,95 @@ def independent_rollouts(
     return trajectories, tokens
 
 
-def token_comparison(
-    runner: EpisodeRunner, policy: Policy, tasks: list[Task], seed: int, k: int, depth: int
-) -> dict[str, float]:
-    """Generated orchestrator tokens per leaf: trees against independent rollouts with the same
-    number of leaves, on the same tasks; and the mean returns of both."""
-    tree_tokens = tree_leaves = independent_tokens = 0
-    tree_returns: list[float] = []
-    independent_returns: list[float] = []
-    for task in tasks:
-        tree = grow_tree(runner, policy, task, seed, k, depth)
-        leaves = tree.leaves
-        tree_tokens += tree.tokens
-        tree_leaves += len(leaves)
-        tree_returns += [n.leaf.reward.total for n in leaves if n.leaf is not None]
-        trajectories, tokens = independent_rollouts(runner, policy, task, seed, len(leaves))
-        independent_tokens += tokens
-        independent_returns += [t.reward.total for t in trajectories]
-    per_leaf_tree = tree_tokens / max(1, tree_leaves)
-    per_leaf_independent = independent_tokens / max(1, tree_leaves)
-    return {
-        "tasks": float(len(tasks)),
-        "leaves": float(tree_leaves),
-        "tokens_per_leaf_tree": per_leaf_tree,
-        "tokens_per_leaf_independent": per_leaf_independent,
-        "token_saving": 1.0 - per_leaf_tree / per_leaf_independent if per_leaf_independent else 0.0,
-        "mean_return_tree": statistics.fmean(tree_returns) if tree_returns else 0.0,
-        "mean_return_independent": (
-            statistics.fmean(independent_returns) if independent_returns else 0.0
-        ),
+def grow_and_count(
+    runner: EpisodeRunner,
+    policy: Policy,
+    task: Task,
+    seed: int,
+    k: int,
+    depth: int,
+    scope: AdvantageScope = "siblings",
+) -> tuple[TaskTree, dict[str, float]]:
+    """The task's tree, and its orchestrator tokens and returns beside independent episodes
+    with as many leaves (sums, for `token_summary`)."""
+    tree = grow_tree(runner, policy, task, seed, k, depth, scope)
+    leaves = tree.leaves
+    trajectories, tokens = independent_rollouts(runner, policy, task, seed, len(leaves))
+    return tree, {
+        "tasks": 1.0,
+        "leaves": float(len(leaves)),
+        "tree_tokens": float(tree.tokens),
+        "independent_tokens": float(tokens),
+        "tree_return": sum(n.leaf.reward.total for n in leaves if n.leaf is not None),
+        "independent_return": sum(t.reward.total for t in trajectories),
     }
 
 
-def generate_trees(params: Params) -> tuple[list[TaskTree], dict[str, float]]:
-    """The trees of params.rollouts (training split, sim suite) and their token comparison."""
+def token_summary(counts: list[dict[str, float]]) -> dict[str, float]:
+    """Generated orchestrator tokens per leaf, trees against independent rollouts with the same
+    number of leaves, and the mean returns of both, from `grow_and_count`'s sums."""
+    total = {key: sum(c[key] for c in counts) for key in counts[0]} if counts else {}
+    leaves = max(1.0, total.get("leaves", 0.0))
+    per_leaf_tree = total.get("tree_tokens", 0.0) / leaves
+    per_leaf_independent = total.get("independent_tokens", 0.0) / leaves
+    return {
+        "tasks": total.get("tasks", 0.0),
+        "leaves": total.get("leaves", 0.0),
+        "tokens_per_leaf_tree": per_leaf_tree,
+        "tokens_per_leaf_independent": per_leaf_independent,
+        "token_saving": 1.0 - per_leaf_tree / per_leaf_independent if per_leaf_independent else 0.0,
+        "mean_return_tree": total.get("tree_return", 0.0) / leaves,
+        "mean_return_independent": total.get("independent_return", 0.0) / leaves,
+    }
+
+
+def token_comparison(
+    runner: EpisodeRunner, policy: Policy, tasks: list[Task], seed: int, k: int, depth: int
+) -> dict[str, float]:
+    return token_summary(
+        [grow_and_count(runner, policy, task, seed, k, depth)[1] for task in tasks]
+    )
+
+
+def tree_shard(
+    params: Params, shard: int, shards: int
+) -> list[tuple[int, TaskTree, dict[str, float]]]:
+    """Every `shards`-th training task of params.rollouts from `shard` on, as (its position among
+    the tree tasks, its tree, its token counts): shards run anywhere (a Dask worker) and their
+    union is `generate_trees`' result."""
     from easy_core.executors.pool import load_pool
     from easy_core.policies import get_policy
     from easy_core.world.suites.sim import SimSuite
 
     config = params.rollouts
-    pool = load_pool(config.pool, params)
-    runner = EpisodeRunner(pool, params, SimSuite.check)
+    runner = EpisodeRunner(load_pool(config.pool, params), params, SimSuite.check)
     policy = get_policy(config.tree_policy)
     tasks = list(SimSuite(params.sim).tasks("train", config.tree_tasks, config.seed))
-    trees = [
-        grow_tree(
-            runner,
-            policy,
-            task,
-            config.seed,
-            config.tree_k,
-            config.tree_depth,
-            config.advantage_scope,
+    return [
+        (
+            position,
+            *grow_and_count(
+                runner,
+                policy,
+                task,
+                config.seed,
+                config.tree_k,
+                config.tree_depth,
+                config.advantage_scope,
+            ),
         )
-        for task in tasks
+        for position, task in enumerate(tasks)
+        if position % shards == shard
     ]
-    summary = token_comparison(runner, policy, tasks, config.seed, config.tree_k, config.tree_depth)
-    return trees, summary
+
+
+def merge_tree_shards(
+    shards: list[list[tuple[int, TaskTree, dict[str, float]]]],
+) -> tuple[list[TaskTree], dict[str, float]]:
+    rows = sorted((row for shard in shards for row in shard), key=lambda row: row[0])
+    return [tree for _, tree, _ in rows], token_summary([counts for _, _, counts in rows])
+
+
+def generate_trees(params: Params) -> tuple[list[TaskTree], dict[str, float]]:
+    """The trees of params.rollouts (training split, sim suite) and their token comparison."""
+    return merge_tree_shards([tree_shard(params, 0, 1)])
