@@ -58,7 +58,7 @@ def test_pipeline_flow_writes_every_stage_and_publishes_artifacts(
 
     monkeypatch.chdir(tmp_path)
     summary = pipeline_flow(small_params)
-    assert summary["rollout_episodes"] == 20 and summary["evaluations"] == 8
+    assert summary["rollout_episodes"] == 20 and summary["evaluations"] == 10
     assert summary["sft_examples"] > 0
     for path in (
         "results/profiles/sim-default.yaml",

@@ -56,16 +56,17 @@ def generate_hf_batch(
     from easy_core.executors.hf_models import load_causal_lm
 
     model, tokenizer = load_causal_lm(settings.model, settings.threads)
-    if settings.temperature > 0:
-        torch.manual_seed(zlib.crc32(sample_key.encode()))
-    completions = generate_ids(
-        model,
-        tokenizer,
-        [chat_prompt_ids(tokenizer, m) for m in conversations],
-        schemas if settings.structured else [None] * len(schemas),
-        settings.max_new_tokens,
-        settings.temperature,
-    )
+    with _GENERATING:  # evaluations in threads (a flow's task runner) share the process
+        if settings.temperature > 0:
+            torch.manual_seed(zlib.crc32(sample_key.encode()))
+        completions = generate_ids(
+            model,
+            tokenizer,
+            [chat_prompt_ids(tokenizer, m) for m in conversations],
+            schemas if settings.structured else [None] * len(schemas),
+            settings.max_new_tokens,
+            settings.temperature,
+        )
     return [(tokenizer.decode(ids, skip_special_tokens=True), len(ids)) for ids in completions]
 
 
@@ -165,7 +166,7 @@ def generate_openai(
     return text, tokens
 
 
-_GENERATING = threading.Lock()
+_GENERATING = threading.RLock()  # re-entered by a policy's turn that holds it
 
 
 def _one_at_a_time(generate: Any) -> tuple[str, int]:
