@@ -77,3 +77,15 @@ def test_trees_generate_at_least_40_percent_fewer_tokens_per_leaf(runner, params
     assert figures["token_saving"] >= 0.40
     # same policy, same tasks: trees do not change what the leaves achieve by much
     assert abs(figures["mean_return_tree"] - figures["mean_return_independent"]) < 0.05
+
+
+def test_tree_shards_together_are_the_trees_of_one_process(params) -> None:
+    from easy_core.learning.trees import generate_trees, merge_tree_shards, tree_shard
+
+    small = params.model_copy(
+        update={"rollouts": params.rollouts.model_copy(update={"tree_tasks": 9})}
+    )
+    trees, summary = generate_trees(small)
+    sharded, sharded_summary = merge_tree_shards([tree_shard(small, i, 4) for i in range(4)])
+    assert [t.model_dump_json() for t in sharded] == [t.model_dump_json() for t in trees]
+    assert sharded_summary == pytest.approx(summary) and len(trees) == 9
