@@ -337,7 +337,7 @@ def bench_tree_grpo(
     tasks: Annotated[int, typer.Option(min=1, help="tasks for the tokens-per-leaf figure")] = 4,
     steps: Annotated[int, typer.Option(min=1, help="training steps of each run")] = 3,
     k: Annotated[int | None, typer.Option(min=2, help="override rollouts.tree_k")] = None,
-    depth: Annotated[int | None, typer.Option(min=2, help="override grpo.tree_depth")] = None,
+    depth: Annotated[int, typer.Option(min=2, help="grpo.tree_depth of the tree run")] = 2,
     skip_training: Annotated[
         bool, typer.Option("--skip-training", help="the token figure only")
     ] = False,
@@ -362,7 +362,7 @@ def bench_tree_grpo(
             "grpo.reward_worlds": 1,
             "grpo.continuation": "self",
             "rollouts.tree_k": k,
-            "grpo.tree_depth": depth if depth is not None else 2,
+            "grpo.tree_depth": depth,
         },
     )
     tokens = tree_token_figures(params, tasks)
