@@ -8,6 +8,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -145,7 +146,11 @@ def load_causal_lm(model: str, threads: int = 2) -> tuple[Any, Any]:
     """(model, tokenizer) for a packaged model name or a checkpoint folder, on the CPU in
     float32, in eval mode. Cached per process: loading de-quantises the GGUF (seconds to
     minutes: Gemma's 262k-token vocabulary is slow to convert)."""
-    return _load(model, threads)
+    with _LOADING:  # two threads loading at once (evaluations as concurrent tasks) corrupt a model
+        return _load(model, threads)
+
+
+_LOADING = threading.Lock()
 
 
 @lru_cache(maxsize=2)
