@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from easy_core.core.params import PRIVILEGED_POLICIES
+from easy_core.core.params import PRIVILEGED_POLICIES, GrpoParams
 from easy_core.core.storage import atomic_write_text, write_json
 from easy_core.executors.hf_models import drop_quantization
 
@@ -43,6 +43,19 @@ def freeze_lower_layers(model: Any, train_layers: int) -> int:
         for parameter in model.parameters():
             parameter.requires_grad = id(parameter) in keep
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def grpo_trainable_copy(config: GrpoParams) -> tuple[Any, Any, int, Any]:
+    """`trainable_copy` of grpo.base_model as both GRPO trainers (stored and on-policy trees)
+    train it: grpo.train_layers, or LoRA of rank grpo.lora_r and alpha twice that."""
+    return trainable_copy(
+        config.base_model,
+        config.threads,
+        config.train_layers,
+        config.lora,
+        config.lora_r,
+        2 * config.lora_r,
+    )
 
 
 def trainable_copy(

@@ -41,10 +41,10 @@ from easy_core.core.schemas import ExecutorProfile, Plan, PoolConfig, Trajectory
 from easy_core.core.stats import mean
 from easy_core.executors.pool import ExecutorPool, load_pool, load_pool_context
 from easy_core.learning.checkpoints import (
+    grpo_trainable_copy,
     privileged_note,
     publish_checkpoint,
     staging_dir,
-    trainable_copy,
     trainer_args,
     write_report,
 )
@@ -406,14 +406,7 @@ def train_grpo(
     rows = tree_prompts(params, trees)
     if not rows:
         raise ConfigError("no decision states in the tree rollouts to train on")
-    model, tokenizer, trainable, peft_config = trainable_copy(
-        config.base_model,
-        config.threads,
-        config.train_layers,
-        config.lora,
-        config.lora_r,
-        2 * config.lora_r,
-    )
+    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config)
     reward = SimReward(params)
     all_rows = len(rows)
     rows = add_guides(params, rows, reward, tokenizer)

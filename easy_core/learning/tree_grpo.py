@@ -34,9 +34,9 @@ from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
 from easy_core.executors.pool import load_pool
 from easy_core.learning.checkpoints import (
+    grpo_trainable_copy,
     publish_checkpoint,
     staging_dir,
-    trainable_copy,
     trainer_args,
     write_report,
 )
@@ -394,14 +394,7 @@ def train_tree_grpo(
     if k < 2:
         raise ConfigError("Tree-GRPO compares siblings: set rollouts.tree_k to 2 or more")
     rows = on_policy_rows(params)
-    model, tokenizer, trainable, peft_config = trainable_copy(
-        config.base_model,
-        config.threads,
-        config.train_layers,
-        config.lora,
-        config.lora_r,
-        2 * config.lora_r,
-    )
+    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config)
     rollout = TreeRollout(params, rows)
     staging = staging_dir(out)
     args = GRPOConfig(
