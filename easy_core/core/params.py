@@ -172,10 +172,12 @@ class PipelineParams(_Section):
         None, description="the Dask scheduler, e.g. tcp://10.0.0.5:8786"
     )
     call_overhead_s: float = Field(
-        2.0,
+        30.0,
         ge=0,
-        description="the Prefect engine: what a step's task run adds to its call (orchestration, "
-        "a trip to a Dask worker), allowed on top of the profile-based timeout",
+        description="the Prefect engine: what a step's task run may add to its call (the task "
+        "run's orchestration, the trip to a Dask worker, a cold worker importing easy), allowed "
+        "on top of the profile-based timeout in the flow; the call itself is bounded by that "
+        "timeout where it runs, so this only ends calls whose worker was lost",
     )
     result_storage: str | None = Field(
         None,

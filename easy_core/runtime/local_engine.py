@@ -99,8 +99,9 @@ class LocalEngine:
         self.resilience = resilience or ResilienceParams()
         self.difficulty_slope = difficulty_slope  # to rank fallback executors by capability
         self.step_timeout_factor = step_timeout_factor
-        # What running a call elsewhere adds to its latency (the Prefect engine: a task run
-        # on a worker), allowed on top of the profile-based timeout; nothing in process.
+        # What running a call elsewhere may add to its latency (the Prefect engine: a task
+        # run on a worker, which bounds the call by its timeout there), allowed on top of the
+        # profile-based timeout; nothing in process.
         self.call_overhead_s = 0.0
 
     async def call(
@@ -426,7 +427,9 @@ class _Schedule(PlanSchedule):
             flight.started = loop.time()
             timeout = self._timeout(flight)
             try:
-                async with asyncio.timeout(timeout):
+                # The call is bounded by `timeout` where it runs; here it may also take the
+                # trip there and back.
+                async with asyncio.timeout(timeout + self.engine.call_overhead_s):
                     return await self.engine.call(
                         flight.executor, flight.step, flight.request, timeout
                     )
@@ -448,8 +451,7 @@ class _Schedule(PlanSchedule):
 
     def _timeout(self, flight: _Flight) -> float:
         engine = self.engine
-        timeout = call_timeout(flight.expected_s, engine.step_timeout_s, engine.step_timeout_factor)
-        return timeout + engine.call_overhead_s
+        return call_timeout(flight.expected_s, engine.step_timeout_s, engine.step_timeout_factor)
 
     async def _cancel_in_flight(self) -> None:
         """Cut off the steps in flight at the deadline: a started step is charged its input
