@@ -106,9 +106,12 @@ def test_the_task_schema_fixes_the_dag_and_leaves_executors_and_size_free(
         steps[1:],  # a subtask before its inputs
         [{**steps[0], "executor": "gpt-nonexistent"}],
         [{**steps[0], "id": "m2-" + steps[0]["id"].split("-", 1)[1]}],  # another milestone
+        [{**steps[0], "instruction": "again " * 100}],  # free text runs on (a looping model)
     ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate({**plan, "steps": broken}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**plan, "milestone": "m" * 500}, schema)
 
 
 def test_later_milestones_run_what_is_open_on_the_results_they_have(

@@ -47,6 +47,29 @@ def bench_engine(
     out.print(table)
 
 
+@bench_app.command("replay")
+@user_errors
+def bench_replay(
+    pool: Annotated[Path, typer.Option(help="the live pool YAML")],
+    records: Annotated[Path, typer.Option(help="its recording (`easy record`)")],
+    suite: Annotated[str, typer.Option(help="a recorded suite")] = "math",
+    policies: Annotated[str, typer.Option(help="comma-separated policies")] = "strongest,cheapest",
+    n: Annotated[int, typer.Option(min=1, help="recorded tasks of the split, run live too")] = 5,
+    split: Annotated[str, typer.Option(help="the recorded split")] = "test",
+    seed: Annotated[int, typer.Option()] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """Replay against live: per policy, the share of live steps replay reproduced, and success
+    live and replayed, on the same tasks."""
+    from easy_core.benchmarks.replay_bench import replay_benchmark, replay_markdown
+
+    names = [name.strip() for name in policies.split(",") if name.strip()]
+    rows = replay_benchmark(
+        resolve_params(params_path), pool, records, suite, names, n, split, seed
+    )
+    print(replay_markdown(rows))
+
+
 @bench_app.command("baselines")
 @user_errors
 def bench_baselines(

@@ -1,4 +1,4 @@
-"""Running and evaluating: `easy eval`, `solve`, `profile`, `calibrate`, `compare`."""
+"""Running and evaluating: `easy eval`, `solve`, `profile`, `record`, `calibrate`, `compare`."""
 
 from __future__ import annotations
 
@@ -139,6 +139,13 @@ def profile_command(
         Path | None,
         typer.Option("--out", help="profile file to write [default: the pool's `profile:`]"),
     ] = None,
+    records: Annotated[
+        Path | None,
+        typer.Option(
+            help="measure from this recording's train split (`easy record`) instead of calling "
+            "the executors"
+        ),
+    ] = None,
     params_path: ParamsOption = None,
 ) -> None:
     """Measure every executor per domain and write the profile file the pool reads."""
@@ -151,15 +158,55 @@ def profile_command(
         if executors.config.profile is None:
             raise EasyError(f"{pool} names no `profile:` file; pass --out FILE")
         out_path = pool.parent / executors.config.profile
-    with progress_bar() as progress:
-        bar = progress.add_task(f"profiling {executors.name}", total=None)
-        profile, measurements = profile_pool(
-            executors, chosen, n, seed, lambda: progress.advance(bar)
-        )
+    if records is not None:
+        from easy_core.evaluation.recording import profile_from_records, recording_dir
+        from easy_core.executors.replay import read_records
+
+        rows = [
+            row for name, _ in chosen for row in read_records(recording_dir(records, name, "train"))
+        ]
+        profile, measurements = profile_from_records(executors, rows, seed)
+    else:
+        with progress_bar() as progress:
+            bar = progress.add_task(f"profiling {executors.name}", total=None)
+            profile, measurements = profile_pool(
+                executors, chosen, n, seed, lambda: progress.advance(bar)
+            )
     write_profile(out_path, profile)
     out.print(measurements_markdown(measurements))
     out.print(executor_cards(profile.apply(executors.config).executors))
     out.print(f"wrote {out_path}")
+
+
+@app.command("record")
+@user_errors
+def record_command(
+    pool: Annotated[Path, typer.Option(help="pool YAML whose executors are recorded")],
+    suite: Annotated[str, typer.Option(help="math, research, code or embodied")],
+    split: Annotated[str, typer.Option(help="train (for the profile), validation or test")],
+    n: Annotated[int, typer.Option(min=1, help="tasks of the split, from its first")],
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="recording folder [default: data/records/POOL]")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="task seed")] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """Run every executor on every subtask of a split, alone with gold inputs; one row per
+    (task, subtask, executor). Resumable: finished shards are kept."""
+    from easy_core.evaluation.recording import SHARD_TASKS, record
+    from easy_core.world.suites.splits import checked_split
+
+    params = resolve_params(params_path)
+    executors, chosen = pool_and_suites(pool, suite, params)
+    checked_split(suite, split)
+    out_dir = out_dir or Path("data/records") / executors.name
+    with progress_bar() as progress:
+        bar = progress.add_task(f"recording {executors.name} on {suite}/{split}", total=None)
+        directory, written = record(
+            executors, chosen[0][1], split, n, out_dir, seed, lambda: progress.advance(bar)
+        )
+    shards = -(-n // SHARD_TASKS)
+    out.print(f"{directory}: {written} shards written, {shards - written} already recorded")
 
 
 @app.command("calibrate")

@@ -92,7 +92,7 @@ class ExecutorProfile(Record):
     prompt (as an executor card), the simulator and the cost ledger."""
 
     name: Identifier
-    backend: Literal["openai", "hf", "tool", "sim"]
+    backend: Literal["openai", "hf", "tool", "sim", "replay"]
     endpoint: str | None = Field(
         default=None, description="base URL of an OpenAI-compatible API, e.g. http://host:8000/v1"
     )
@@ -127,6 +127,15 @@ class ExecutorProfile(Record):
     faults: FaultRates | None = Field(
         default=None, description="inject faults into this executor's calls (fault testing)"
     )
+    records: str | None = Field(
+        default=None,
+        description="replay backend: the folder `easy record` wrote for this executor's pool",
+    )
+    recorded_backend: str | None = Field(
+        default=None,
+        description="replay backend: the backend the outcomes were recorded on, which the card "
+        "shows (a replayed pool reads exactly like the live one)",
+    )
 
     def success_rate(self, skill: str) -> float:
         cap = self.capability.get(skill)
@@ -141,7 +150,8 @@ class ExecutorProfile(Record):
             f"{skill} {cap.success:.0%}" for skill, cap in sorted(self.capability.items())
         )
         return (
-            f"{self.name} ({self.backend}): ${self.price_in_per_1m:g}/1M in, "
+            f"{self.name} ({self.recorded_backend or self.backend}): "
+            f"${self.price_in_per_1m:g}/1M in, "
             f"${self.price_out_per_1m:g}/1M out; ~{self.latency.tokens_per_s:g} tok/s, "
             f"ttft {self.latency.ttft_s:g}s; context {self.context_window}; success: {skills}"
         )
@@ -170,6 +180,15 @@ class PoolConfig(Record):
                 )
             seen.add(profile.name)
         return self
+
+
+class ReplayPool(Record):
+    """A pool file that replays another pool's recorded outcomes (the `replay` backend)."""
+
+    name: Identifier
+    description: str = ""
+    replays: str = Field(description="the live pool file, relative to this one")
+    records: str = Field(description="the folder `easy record` wrote, relative to this file")
 
 
 class MeasuredExecutor(BaseModel):
@@ -273,6 +292,26 @@ class Plan(BaseModel):
 
 
 StepStatus = Literal["ok", "failed", "skipped"]
+
+
+class OutcomeRecord(BaseModel):
+    """One executor's outcome on one subtask, alone, with gold prerequisites as its inputs: a
+    row of a recording (`easy record`), what the `replay` backend serves."""
+
+    suite: str
+    split: str
+    task_id: str
+    subtask_id: str
+    skill: str
+    executor: str
+    status: StepStatus
+    output: str
+    error: str | None = None
+    correct: bool
+    tokens_in: int
+    tokens_out: int
+    latency_s: float
+    cost_usd: float
 
 
 class StepResult(BaseModel):

@@ -14,8 +14,9 @@ import asyncio
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 from pydantic import BaseModel
@@ -83,28 +84,63 @@ def _request(task: Task, sub: Subtask, max_output_tokens: int, seed: int) -> Ste
     )
 
 
-async def _measure_real(
-    executor: object,
-    work: list[tuple[Task, Subtask, SubtaskChecker]],
-    seed: int,
-    on_sample: Callable[[], None] | None,
-) -> list[tuple[str, bool, StepResult]]:
+async def run_subtask(executor: object, task: Task, sub: Subtask, seed: int) -> StepResult:
+    """The executor on one subtask alone, with its gold prerequisites as inputs; the call's
+    wall time when the backend does not report a latency."""
     profile = executor.profile  # type: ignore[attr-defined]
-    slots = asyncio.Semaphore(profile.max_concurrency)
+    started = time.monotonic()
+    result = await executor.run(_request(task, sub, profile.max_output_tokens, seed))  # type: ignore[attr-defined]
+    if not result.latency_s:
+        result.latency_s = time.monotonic() - started
+    return result
 
-    async def one(task: Task, sub: Subtask, check: SubtaskChecker) -> tuple[str, bool, StepResult]:
-        async with slots:
-            started = time.monotonic()
-            result = await executor.run(  # type: ignore[attr-defined]
-                _request(task, sub, profile.max_output_tokens, seed)
+
+class Outcome(NamedTuple):
+    executor: str
+    task: Task
+    subtask: Subtask
+    result: StepResult
+    correct: bool
+
+
+def real_outcomes(
+    pool: ExecutorPool,
+    work: list[tuple[Task, SubtaskChecker]],
+    seed: int,
+    on_sample: Callable[[], None] | None = None,
+) -> list[Outcome]:
+    """Every executor on the subtasks of the tasks in `work`, in the domains its pool entry
+    declares, checked by the suite; one executor at a time (CPU models would otherwise share
+    the cores), its calls concurrent up to its `max_concurrency` (a server's parallel slots,
+    an in-process model's batch)."""
+
+    async def measure(name: str, executor: object) -> list[Outcome]:
+        slots = asyncio.Semaphore(executor.profile.max_concurrency)  # type: ignore[attr-defined]
+        declared = set(executor.profile.capability)  # type: ignore[attr-defined]
+
+        async def one(task: Task, sub: Subtask, check: SubtaskChecker) -> Outcome:
+            async with slots:
+                result = await run_subtask(executor, task, sub, seed)
+            if on_sample is not None:
+                on_sample()
+            ok = result.status == "ok" and check(task, sub, result.output)
+            return Outcome(name, task, sub, result, ok)
+
+        return list(
+            await asyncio.gather(
+                *(
+                    one(task, sub, check)
+                    for task, check in work
+                    for sub in task.subtasks
+                    if sub.skill in declared and informative(task, sub)
+                )
             )
-            if not result.latency_s:
-                result.latency_s = time.monotonic() - started
-        if on_sample is not None:
-            on_sample()
-        return sub.skill, result.status == "ok" and check(task, sub, result.output), result
+        )
 
-    return list(await asyncio.gather(*(one(*item) for item in work)))
+    outcomes: list[Outcome] = []
+    for name, executor in pool.executors.items():
+        outcomes += asyncio.run(measure(name, executor))
+    return outcomes
 
 
 def informative(task: Task, subtask: Subtask) -> bool:
@@ -130,34 +166,33 @@ def fit_latency(results: list[StepResult]) -> LatencyModel | None:
     return LatencyModel(ttft_s=round(max(0.0, intercept), 4), tokens_per_s=round(1 / slope, 2))
 
 
+def summarize_outcomes(
+    outcomes: Iterable[tuple[str, str, bool, StepResult]],
+) -> tuple[list[DomainMeasurement], dict[str, LatencyModel]]:
+    """(executor, domain, correct, result) samples as success per (executor, domain) and a
+    latency model per executor."""
+    samples: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+    calls: dict[str, list[StepResult]] = defaultdict(list)
+    for executor, domain, correct, result in outcomes:
+        samples[executor, domain].append((correct, result))
+        calls[executor].append(result)
+    latencies = {
+        name: fitted
+        for name, results in calls.items()
+        if (fitted := fit_latency(results)) is not None
+    }
+    return _summarize(samples), latencies
+
+
 def measure_real_pool(
     pool: ExecutorPool,
     tasks: list[tuple[Task, SubtaskChecker]],
     seed: int,
     on_sample: Callable[[], None] | None = None,
 ) -> tuple[list[DomainMeasurement], dict[str, LatencyModel]]:
-    """Every executor on the subtasks of `tasks` in the domains its pool entry declares; one
-    executor at a time (CPU models would otherwise share the cores), its calls concurrent up
-    to its `max_concurrency` (so in-process models batch them)."""
-    samples: dict[tuple[str, str], list[Sample]] = defaultdict(list)
-    latencies: dict[str, LatencyModel] = {}
-    for name, executor in pool.executors.items():
-        declared = set(executor.profile.capability)
-        work = [
-            (t, sub, check)
-            for t, check in tasks
-            for sub in t.subtasks
-            if sub.skill in declared and informative(t, sub)
-        ]
-        if not work:
-            continue
-        rows = asyncio.run(_measure_real(executor, work, seed, on_sample))
-        for skill, ok, result in rows:
-            samples[name, skill].append((ok, result))
-        fitted = fit_latency([r for _, _, r in rows])
-        if fitted is not None:
-            latencies[name] = fitted
-    return _summarize(samples), latencies
+    """Every executor on the subtasks of `tasks` (`real_outcomes`), summarised."""
+    outcomes = real_outcomes(pool, tasks, seed, on_sample)
+    return summarize_outcomes((o.executor, o.subtask.skill, o.correct, o.result) for o in outcomes)
 
 
 def measured_profile(

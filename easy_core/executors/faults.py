@@ -49,6 +49,7 @@ class FaultInjectingExecutor:
         self.profile = inner.profile
         if hasattr(inner, "simulate"):
             self.simulate = self._simulate
+            self.answers_subtasks = getattr(inner, "answers_subtasks", True)
 
     def draw(self, request: StepRequest) -> str | None:
         """The fault of this call, if any."""

@@ -9,15 +9,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from easy_core.core.config import load_yaml_model
+import yaml
+
+from easy_core.core.config import load_yaml_model, validate_model
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
-from easy_core.core.schemas import ExecutorProfile, MeasuredProfile, PoolConfig, StepResult
+from easy_core.core.schemas import (
+    ExecutorProfile,
+    MeasuredProfile,
+    PoolConfig,
+    ReplayPool,
+    StepResult,
+)
 from easy_core.executors.base import Executor
 from easy_core.executors.faults import FaultInjectingExecutor
 from easy_core.executors.hf_settings import HFSettings
 from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.python_tool import PythonToolExecutor
+from easy_core.executors.replay import ReplayExecutor
 from easy_core.executors.retrieve import RetrieveExecutor
 from easy_core.executors.simulated import SimExecutor
 from easy_core.world.sim_world import SimWorld
@@ -72,12 +81,18 @@ BACKENDS: dict[str, ExecutorFactory] = {
     "tool": _tool,
     "openai": lambda profile, ctx: OpenAIExecutor(profile),
     "hf": _hf,
+    "replay": lambda profile, ctx: ReplayExecutor(profile),
 }
 
 
 def load_pool_config(path: str | Path) -> PoolConfig:
     """A pool file, with its measured profile applied when the pool names one that exists
-    (before the first `easy profile` run the pool's own priors stand)."""
+    (before the first `easy profile` run the pool's own priors stand). A replay pool file
+    (`replays:` a pool file, `records:` its recording) is that pool, replayed."""
+    spec = _replay_spec(path)
+    if spec is not None:
+        here = Path(path).parent
+        return replayed(load_pool_config(here / spec.replays), here / spec.records, spec.name)
     config = load_yaml_model(path, PoolConfig)
     if config.profile is not None:
         measured = Path(path).parent / config.profile
@@ -337,6 +352,39 @@ def load_pool(path: str | Path, params: Params) -> ExecutorPool:
         cards = load_yaml_model(measured, MeasuredProfile).apply(config)
         return ExecutorPool.from_config(cards, load_pool_context(params), truth=config)
     return ExecutorPool.from_config(config, load_pool_context(params))
+
+
+def _replay_spec(path: str | Path) -> ReplayPool | None:
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return None  # load_yaml_model reports it
+    if not isinstance(data, dict) or "replays" not in data:
+        return None
+    return validate_model(data, ReplayPool, str(path))
+
+
+def replayed(config: PoolConfig, records: str | Path, name: str | None = None) -> PoolConfig:
+    """The pool with every executor served from its recorded outcomes in `records` (the
+    `replay` backend); the cards read as the live pool's."""
+    executors = [
+        profile.model_copy(
+            update={
+                "backend": "replay",
+                "recorded_backend": profile.recorded_backend or profile.backend,
+                "records": str(records),
+                "endpoint": None,
+                "faults": None,
+            }
+        )
+        for profile in config.executors
+    ]
+    return config.model_copy(
+        update={"name": name or f"{config.name}-replay", "executors": executors, "faults": None}
+    )
 
 
 def sim_replay(config: PoolConfig) -> PoolConfig:

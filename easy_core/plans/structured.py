@@ -34,6 +34,12 @@ import networkx as nx
 
 from easy_core.core.schemas import Milestone, Plan, StepResult, Task
 
+# Bounded free text: without a bound a small model can loop inside a string until its token
+# budget runs out, and the turn ends as unterminated JSON. The teacher's are far shorter.
+MILESTONE_CHARS = 160
+INSTRUCTION_CHARS = 400  # a step of a declared subtask; a free plan's step may carry a program
+PROGRAM_CHARS = 4000
+
 # Compact separators, no free whitespace: the form of the teacher's plans the model learnt.
 COMPACT_JSON = {"item_separator": ",", "key_separator": ":", "whitespace_flexible": False}
 
@@ -82,13 +88,29 @@ def plan_schema(
     """The Plan's JSON schema; with the pool's executor names, those become an enum.
     `must_plan` asks for at least one step and no final answer."""
     schema = Plan.model_json_schema()
+    schema["properties"]["milestone"]["maxLength"] = MILESTONE_CHARS
+    step = schema["$defs"]["Step"]["properties"]
+    step["instruction"]["maxLength"] = PROGRAM_CHARS
     if executors:
-        step = schema["$defs"]["Step"]["properties"]
         step["executor"] = {"type": "string", "enum": sorted(executors)}
     if must_plan:
         schema["properties"]["steps"]["minItems"] = 1
         schema["properties"]["final_answer"] = {"type": "null"}
         schema["required"] = ["milestone", "steps", "final_answer"]
+    return schema
+
+
+def without_length_bounds(schema: Any) -> Any:
+    """`schema` without its string length bounds, for llama-cpp-python's server, whose grammar
+    converter spells a bound out as one rule per character (its process dies on them)."""
+    if isinstance(schema, dict):
+        return {
+            key: without_length_bounds(value)
+            for key, value in schema.items()
+            if key not in ("maxLength", "minLength")
+        }
+    if isinstance(schema, list):
+        return [without_length_bounds(value) for value in schema]
     return schema
 
 
@@ -123,7 +145,7 @@ def task_plan_schema(
                 "properties": {
                     "id": {"const": step_id(milestone, sub_id)},
                     "executor": {"type": "string", "enum": sorted(executors)},
-                    "instruction": {"type": "string"},
+                    "instruction": {"type": "string", "maxLength": INSTRUCTION_CHARS},
                     "depends_on": _strings(inputs),
                     "covers": _strings([sub_id]),
                 },
@@ -155,7 +177,7 @@ def _turn(steps: dict[str, Any], final_answer: dict[str, Any]) -> dict[str, Any]
     return {
         "type": "object",
         "properties": {
-            "milestone": {"type": "string"},
+            "milestone": {"type": "string", "maxLength": MILESTONE_CHARS},
             "steps": steps,
             "final_answer": final_answer,
         },

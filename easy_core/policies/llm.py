@@ -27,7 +27,12 @@ from easy_core.core.clock import VirtualTimeLoop
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import OrchestratorParams, Params
 from easy_core.plans.prompting import render_messages
-from easy_core.plans.structured import SchemaConstraint, plan_schema, turn_schema
+from easy_core.plans.structured import (
+    SchemaConstraint,
+    plan_schema,
+    turn_schema,
+    without_length_bounds,
+)
 from easy_core.runtime.policy import EpisodeState
 
 
@@ -148,6 +153,7 @@ def generate_openai(
     }
     schema = schema or plan_schema()
     if settings.structured and settings.schema_format == "json_object":
+        schema = without_length_bounds(schema)
         body["response_format"] = {"type": "json_object", "schema": schema}
     elif settings.structured:
         body["response_format"] = {

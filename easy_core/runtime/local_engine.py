@@ -37,6 +37,7 @@ from easy_core.executors.openai_http import shared_prefix
 from easy_core.executors.pool import PoolSession, Slots, SlotTicket
 from easy_core.runtime.release import typical_latency_s
 from easy_core.runtime.resilience import (
+    answers_subtasks,
     call_timeout,
     executor_error_result,
     failed_result,
@@ -193,7 +194,7 @@ class _Schedule(PlanSchedule):
             bound,
             session.slots(name),
             tried=[name],
-            simulated=hasattr(executor, "simulate"),
+            simulated=answers_subtasks(executor),
             expected_s=expected,
         )
         self.in_flight[step.id] = flight
@@ -336,7 +337,7 @@ class _Schedule(PlanSchedule):
             return
         flight.request, flight.executor, flight.executor_name = request, executor, name
         flight.bound, flight.slots, flight.started = bound, self.session.slots(name), None
-        flight.simulated, flight.expected_s = hasattr(executor, "simulate"), expected
+        flight.simulated, flight.expected_s = answers_subtasks(executor), expected
         flight.ticket = self._ticket(flight)
         self._start(flight)
 

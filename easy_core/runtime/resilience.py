@@ -21,6 +21,12 @@ def executor_error_result(step: Step, request: StepRequest, exc: Exception) -> S
     return result
 
 
+def answers_subtasks(executor: object) -> bool:
+    """Whether the executor answers each subtask a step covers in `sub_answers` (the simulator),
+    so that a missing answer is a fault; real outputs, live or replayed, are free text."""
+    return hasattr(executor, "simulate") and getattr(executor, "answers_subtasks", True)
+
+
 def fault_of(result: StepResult, answers_subtasks: bool = True) -> str | None:
     """What is wrong with a call's result, or None when it is usable: a failure, an empty
     output, or (from an executor that answers subtasks, like the simulator) a malformed one

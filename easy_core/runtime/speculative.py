@@ -54,6 +54,7 @@ from easy_core.core.schemas import Plan, Step, StepRequest, StepResult, Task
 from easy_core.executors.base import Executor
 from easy_core.executors.pool import ExecutorSlots, PoolSession
 from easy_core.runtime.resilience import (
+    answers_subtasks,
     call_timeout,
     executor_error_result,
     fault_of,
@@ -271,7 +272,7 @@ class _Schedule(PlanSchedule):
             expected,
             self.session.slots(name),
             copy,
-            simulated=hasattr(executor, "simulate"),
+            simulated=answers_subtasks(executor),
         )
         run.calls.append(call)
         self.busy += 1

@@ -1,0 +1,169 @@
+"""Recorded outcomes (RouterBench's method): every executor of a pool on every subtask of a
+suite's split, with the subtask's gold prerequisites as its inputs, one row per (task, subtask,
+executor): output, correct, tokens, latency, cost.
+
+Recordings are sharded by task (`<out>/<suite>-<split>/shard-NNNNN.jsonl`), each shard written
+atomically with a sidecar that marks it finished under the recording's settings, so a long
+recording that stops goes on where it stopped. A profile measured from the train split's
+records (`profile_from_records`) gives the pool's cards; the `replay` backend
+(`easy_core.executors.replay`) serves the test split's records to any policy offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from easy_core.core.datasets import config_hash, finished_shard_file, shard_text, store_shard_file
+from easy_core.core.errors import ConfigError
+from easy_core.core.schemas import MeasuredProfile, OutcomeRecord, StepResult, Task, Trajectory
+from easy_core.core.stats import mean
+from easy_core.evaluation.profiling import (
+    DomainMeasurement,
+    measured_profile,
+    real_outcomes,
+    summarize_outcomes,
+)
+from easy_core.executors.pool import ExecutorPool
+from easy_core.world.suites import Suite
+
+SHARD_TASKS = 10  # tasks per shard: what a stopped recording can lose
+
+
+def recording_dir(out_dir: str | Path, suite: str, split: str) -> Path:
+    return Path(out_dir) / f"{suite}-{split}"
+
+
+def _settings_hash(pool: ExecutorPool, suite: str, split: str, seed: int) -> str:
+    """What determines a shard's rows: which executors (name, model, output cap), the tasks."""
+    executors = [(p.name, p.model, p.max_output_tokens) for p in pool.profiles]
+    return config_hash({"executors": executors, "suite": suite, "split": split, "seed": seed})
+
+
+def _rows(
+    pool: ExecutorPool,
+    suite: Suite,
+    tasks: list[Task],
+    seed: int,
+    on_row: Callable[[], None] | None,
+) -> list[OutcomeRecord]:
+    check = getattr(suite, "check_subtask", None)
+    if check is None:
+        raise ConfigError(
+            f"suite {suite.name!r} cannot check single subtasks, so its outcomes cannot be "
+            "recorded; record math, research, code or embodied"
+        )
+    return [
+        OutcomeRecord(
+            suite=suite.name,
+            split=o.task.split,
+            task_id=o.task.id,
+            subtask_id=o.subtask.id,
+            skill=o.subtask.skill,
+            executor=o.executor,
+            status=o.result.status,
+            output=o.result.output,
+            error=o.result.error,
+            correct=o.correct,
+            tokens_in=o.result.tokens_in,
+            tokens_out=o.result.tokens_out,
+            latency_s=round(o.result.latency_s, 4),
+            cost_usd=o.result.cost_usd,
+        )
+        for o in real_outcomes(pool, [(task, check) for task in tasks], seed, on_row)
+    ]
+
+
+def record(
+    pool: ExecutorPool,
+    suite: Suite,
+    split: str,
+    n: int,
+    out_dir: str | Path,
+    seed: int = 0,
+    on_row: Callable[[], None] | None = None,
+) -> tuple[Path, int]:
+    """Record the first `n` tasks of `split`; finished shards (same settings, intact) are
+    kept. Returns the recording's folder and how many shards this call wrote."""
+    directory = recording_dir(out_dir, suite.name, split)
+    settings = _settings_hash(pool, suite.name, split, seed)
+    written = 0
+    for shard, start in enumerate(range(0, n, SHARD_TASKS)):
+        if finished_shard_file(directory, shard, settings) is not None:
+            continue
+        tasks = list(suite.tasks(split, min(SHARD_TASKS, n - start), seed, start=start))
+        rows = _rows(pool, suite, tasks, seed, on_row)
+        store_shard_file(directory, shard, shard_text(rows), settings)
+        written += 1
+    return directory, written
+
+
+def as_result(row: OutcomeRecord) -> StepResult:
+    """A recorded row as the step result it was."""
+    return StepResult(
+        step_id=f"record-{row.subtask_id}",
+        executor=row.executor,
+        status=row.status,
+        output=row.output,
+        error=row.error,
+        tokens_in=row.tokens_in,
+        tokens_out=row.tokens_out,
+        latency_s=row.latency_s,
+        cost_usd=row.cost_usd,
+        covers=[row.subtask_id],
+    )
+
+
+def profile_from_records(
+    pool: ExecutorPool, records: list[OutcomeRecord], seed: int = 0
+) -> tuple[MeasuredProfile, list[DomainMeasurement]]:
+    """The pool's measured profile from recorded rows (of the train split): success per
+    executor and domain with its count (and Wilson interval, in the measurements), and a
+    latency model fitted per executor."""
+    if not records:
+        raise ConfigError("no recorded outcomes to profile from")
+    measurements, latencies = summarize_outcomes(
+        (row.executor, row.skill, row.correct, as_result(row)) for row in records
+    )
+    suites = sorted({row.suite for row in records})
+    n_tasks = len({row.task_id for row in records})
+    profile = measured_profile(pool, measurements, latencies, suites, n_tasks, seed)
+    return profile, measurements
+
+
+class ReplayAgreement(BaseModel):
+    """How well replayed episodes reproduce live ones of the same policy, tasks and seed."""
+
+    policy: str
+    tasks: int
+    steps: int  # steps of the live episodes
+    identical_steps: float  # share whose executor, status and output replay reproduced
+    success_live: float
+    success_replayed: float
+
+
+def replay_agreement(
+    policy: str, live: list[Trajectory], replayed: list[Trajectory]
+) -> ReplayAgreement:
+    """Step by step (task, milestone, step id): what a live run and its replay both did."""
+
+    def steps(trajectories: list[Trajectory]) -> dict[tuple[str, int, str], tuple]:
+        return {
+            (t.task_id, m.index, r.step_id): (r.executor, r.status, r.output)
+            for t in trajectories
+            for m in t.milestones
+            for r in m.results
+        }
+
+    live_steps, replayed_steps = steps(live), steps(replayed)
+    same = sum(replayed_steps.get(key) == value for key, value in live_steps.items())
+    return ReplayAgreement(
+        policy=policy,
+        tasks=len(live),
+        steps=len(live_steps),
+        identical_steps=same / len(live_steps) if live_steps else 1.0,
+        success_live=mean([float(t.correct) for t in live]),
+        success_replayed=mean([float(t.correct) for t in replayed]),
+    )

@@ -1,0 +1,116 @@
+"""The `replay` backend: recorded outcomes served as an executor (RouterBench's method). A step
+on subtask S of task T gets what the live executor answered when `easy record` ran it on S with
+S's gold prerequisites: its output, tokens, latency, status; cost at the card's prices. So any
+policy is evaluated on real outcomes offline, in virtual time, in seconds.
+
+What replay assumes, and a live run need not honour: an executor's outcome on a subtask does not
+depend on the plan around it (the instruction the orchestrator wrote, the actual results of
+earlier steps). Tools that run what the orchestrator wrote (the python tool) are replayed on the
+subtask's own instruction. The agreement of replayed and live runs is measured
+(docs/BENCHMARKS.md, "Recorded outcomes").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+from easy_core.core.errors import ConfigError
+from easy_core.core.schemas import ExecutorProfile, OutcomeRecord, StepRequest, StepResult
+
+
+def read_records(directory: str | Path) -> Iterator[OutcomeRecord]:
+    """Every row of a recording: a `<suite>-<split>` folder, or a folder of them."""
+    directory = Path(directory)
+    shards = sorted(directory.glob("shard-*.jsonl")) or sorted(directory.glob("*/shard-*.jsonl"))
+    if not shards:
+        raise ConfigError(
+            f"{directory}: no recorded outcomes; run `easy record --pool POOL --suite SUITE "
+            "--split SPLIT --n N --out DIR` first"
+        )
+    for path in shards:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    yield OutcomeRecord.model_validate_json(line)
+
+
+@cache
+def _recording(directory: str) -> dict[tuple[str, str, str], OutcomeRecord]:
+    """(executor, task, subtask) -> row; read once per process and folder."""
+    return {(r.executor, r.task_id, r.subtask_id): r for r in read_records(directory)}
+
+
+class ReplayExecutor:
+    """Replays one executor's recorded rows; it can `simulate`, so episodes run on the
+    virtual clock."""
+
+    answers_subtasks = False  # what it replays is an executor's free text, checked as such
+
+    def __init__(self, profile: ExecutorProfile):
+        if not profile.records:
+            raise ConfigError(
+                f"executor {profile.name!r}: backend 'replay' needs `records`: the folder "
+                "`easy record` wrote"
+            )
+        self.profile = profile
+        self.rows = _recording(str(Path(profile.records).resolve()))
+
+    def _rows(self, request: StepRequest) -> list[OutcomeRecord] | str:
+        """The recorded rows of the subtasks the step covers, or why there are none."""
+        if not request.covers:
+            return "replay serves recorded subtasks; this step covers none"
+        rows = []
+        for sub_id in request.covers:
+            row = self.rows.get((self.profile.name, request.task.id, sub_id))
+            if row is None:
+                return (
+                    f"no recorded outcome of {self.profile.name} on {request.task.id}/{sub_id} "
+                    f"in {self.profile.records} (record the task's split with `easy record`)"
+                )
+            rows.append(row)
+        return rows
+
+    def simulate(self, request: StepRequest) -> StepResult:
+        rows = self._rows(request)
+        if isinstance(rows, str):
+            return StepResult(
+                step_id=request.step_id,
+                executor=self.profile.name,
+                status="failed",
+                error=rows,
+                covers=list(request.covers),
+            )
+        tokens_in = sum(r.tokens_in for r in rows)
+        tokens_out = sum(r.tokens_out for r in rows)
+        failed = next((r for r in rows if r.status != "ok"), None)
+        return StepResult(
+            step_id=request.step_id,
+            executor=self.profile.name,
+            status="ok" if failed is None else "failed",
+            output="\n".join(r.output for r in rows),
+            error=None if failed is None else failed.error,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=self.profile.cost_usd(tokens_in, tokens_out),
+            # one executor answers the covered subtasks one after another
+            latency_s=sum(r.latency_s for r in rows),
+            covers=list(request.covers),
+        )
+
+    async def run(self, request: StepRequest) -> StepResult:
+        result = self.simulate(request)
+        if result.latency_s > 0:
+            await asyncio.sleep(result.latency_s)
+        return result
+
+    def estimate_input_tokens(self, request: StepRequest) -> int:
+        rows = self._rows(request)
+        return 0 if isinstance(rows, str) else sum(r.tokens_in for r in rows)
+
+    def output_token_cap(self, request: StepRequest) -> int:
+        # What the live executor would be allowed (its `max_tokens`): the ledger reserves it and
+        # the step's timeout is predicted from it, as in a live run.
+        return request.max_output_tokens

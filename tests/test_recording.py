@@ -1,0 +1,162 @@
+"""Recorded outcomes and their replay: `record` runs every executor on every subtask of a split
+and writes resumable shards; the profile measured from the records counts what was recorded;
+the `replay` backend gives a policy the same steps a live run gives it, offline."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from easy_core.core.errors import ConfigError
+from easy_core.core.params import Params
+from easy_core.core.schemas import (
+    DomainCapability,
+    ExecutorProfile,
+    LatencyModel,
+    StepRequest,
+    StepResult,
+)
+from easy_core.evaluation.recording import (
+    SHARD_TASKS,
+    profile_from_records,
+    record,
+    replay_agreement,
+)
+from easy_core.executors.pool import ExecutorPool, load_pool_config, replayed
+from easy_core.executors.replay import read_records
+from easy_core.policies.batch import run_episodes
+from easy_core.runtime.episode import EpisodeRunner
+from easy_core.world.suites.math import MathSuite
+
+N = SHARD_TASKS + 2  # two shards, the second partial
+
+
+class Knows:
+    """Answers a math task right when a hash of (its name, the task) falls under `skill`;
+    tokens and latency vary with the task, so replay has something to get wrong."""
+
+    def __init__(self, name: str, skill: float, price: float):
+        self.skill = skill
+        self.calls = 0
+        self.profile = ExecutorProfile(
+            name=name,
+            backend="tool",
+            model=name,
+            price_in_per_1m=price,
+            price_out_per_1m=3 * price,
+            latency=LatencyModel(ttft_s=0.1, tokens_per_s=50.0),
+            context_window=8192,
+            max_output_tokens=256,
+            max_concurrency=2,
+            capability={"math": DomainCapability(success=skill, n=0)},
+        )
+
+    def _u(self, request: StepRequest) -> float:
+        digest = hashlib.sha256(f"{self.profile.name}|{request.task.id}".encode()).digest()
+        return digest[0] / 256
+
+    async def run(self, request: StepRequest) -> StepResult:
+        self.calls += 1
+        u = self._u(request)
+        answer = request.task.answer if u < self.skill else f"{request.task.answer}1"
+        tokens_out = 5 + int(40 * u)
+        return StepResult(
+            step_id=request.step_id,
+            executor=self.profile.name,
+            status="ok",
+            output=f"Working it out.\nAnswer: {answer}",
+            tokens_in=30,
+            tokens_out=tokens_out,
+            cost_usd=self.profile.cost_usd(30, tokens_out),
+            latency_s=0.1 + tokens_out / 50,
+            covers=list(request.covers),
+        )
+
+    def estimate_input_tokens(self, request: StepRequest) -> int:
+        return 30
+
+    def output_token_cap(self, request: StepRequest) -> int:
+        return 256
+
+
+def live_pool() -> tuple[ExecutorPool, list[Knows]]:
+    executors = [Knows("big", 0.75, 1.0), Knows("small", 0.3, 0.1)]
+    return ExecutorPool.of("knows", executors), executors
+
+
+def test_a_recording_resumes_and_its_profile_counts_what_was_recorded(tmp_path: Path) -> None:
+    pool, executors = live_pool()
+    directory, written = record(pool, MathSuite(), "train", N, tmp_path)
+    assert written == 2 and sum(e.calls for e in executors) == 2 * N
+    rows = list(read_records(directory))
+    assert len(rows) == 2 * N
+    assert {(r.executor, r.subtask_id) for r in rows} == {("big", "t1"), ("small", "t1")}
+    big = [r for r in rows if r.executor == "big"]
+    assert 0 < sum(r.correct for r in big) < N  # the suite's checker decided, both ways
+
+    # finished shards are kept; a damaged one is recorded again
+    assert record(pool, MathSuite(), "train", N, tmp_path)[1] == 0
+    (directory / "shard-00001.jsonl").write_text("half a row")
+    assert record(pool, MathSuite(), "train", N, tmp_path)[1] == 1
+    assert list(read_records(directory)) == rows
+
+    profile, measurements = profile_from_records(pool, rows)
+    by_name = {m.executor: m for m in measurements}
+    assert by_name["big"].n == N and by_name["big"].success == sum(r.correct for r in big) / N
+    assert by_name["big"].ci95[0] < by_name["big"].success < by_name["big"].ci95[1]
+    assert profile.executors["big"].capability["math"].n == N
+    assert profile.executors["big"].latency is not None  # fitted to the varied calls
+
+
+def test_replay_reproduces_live_episodes_offline(tmp_path: Path, params: Params) -> None:
+    pool, executors = live_pool()
+    suite = MathSuite()
+    tasks = list(suite.tasks("test", N, 0))
+    record(pool, suite, "test", N, tmp_path)
+    replay = ExecutorPool.from_config(replayed(pool.config, tmp_path))
+    assert {e.profile.backend for e in replay.executors.values()} == {"replay"}
+    # the cards read as the live pool's
+    assert [p.card() for p in replay.profiles] == [p.card() for p in pool.profiles]
+    for policy in ("strongest", "cheapest"):
+        live = run_episodes(tasks, EpisodeRunner(pool, params, suite.check), policy, 0)
+        calls = sum(e.calls for e in executors)
+        again = run_episodes(tasks, EpisodeRunner(replay, params, suite.check), policy, 0)
+        assert sum(e.calls for e in executors) == calls  # replay called no executor
+        agreement = replay_agreement(policy, live, again)
+        assert agreement.steps >= N and agreement.identical_steps == 1.0
+        assert agreement.success_live == agreement.success_replayed
+        assert [t.metrics.cost_usd for t in live] == pytest.approx(
+            [t.metrics.cost_usd for t in again]
+        )
+    assert 0 < agreement.success_live < 1
+
+
+def test_replay_says_what_was_not_recorded(tmp_path: Path, params: Params) -> None:
+    pool, _ = live_pool()
+    suite = MathSuite()
+    record(pool, suite, "test", 2, tmp_path)
+    replay = ExecutorPool.from_config(replayed(pool.config, tmp_path))
+    unrecorded = list(suite.tasks("test", 1, 0, start=5))
+    trajectory = run_episodes(unrecorded, EpisodeRunner(replay, params, suite.check), "greedy", 0)
+    step = trajectory[0].milestones[0].results[0]
+    assert step.status == "failed" and "no recorded outcome of" in (step.error or "")
+    assert "easy record" in (step.error or "")
+    with pytest.raises(ConfigError, match="no recorded outcomes"):
+        list(read_records(tmp_path / "empty"))
+
+
+def test_a_replay_pool_file_names_the_live_pool_and_its_recording(tmp_path: Path) -> None:
+    (tmp_path / "ladder-replay.yaml").write_text(
+        "schema_version: 1\nname: ladder-replay\n"
+        f"replays: {Path('configs/pools/cpu-ladder.yaml').resolve()}\nrecords: records\n"
+    )
+    config = load_pool_config(tmp_path / "ladder-replay.yaml")
+    live = load_pool_config("configs/pools/cpu-ladder.yaml")
+    assert config.name == "ladder-replay"
+    assert [p.name for p in config.executors] == [p.name for p in live.executors]
+    assert all(
+        p.backend == "replay" and p.records == str(tmp_path / "records") for p in config.executors
+    )
+    assert [p.card() for p in config.executors] == [p.card() for p in live.executors]
