@@ -132,6 +132,15 @@ def test_replay_reproduces_live_episodes_offline(tmp_path: Path, params: Params)
         )
     assert 0 < agreement.success_live < 1
 
+    # the recording knows every outcome: the oracle takes the cheapest executor that was right
+    oracle = run_episodes(tasks, EpisodeRunner(replay, params, suite.check), "oracle", 0)
+    rows = {(r.executor, r.task_id): r.correct for r in read_records(tmp_path)}
+    for task, trajectory in zip(tasks, oracle, strict=True):
+        [step] = [r for m in trajectory.milestones for r in m.results]
+        right = [name for name in ("small", "big") if rows[name, task.id]]
+        assert step.executor == (right[0] if right else "big")
+        assert trajectory.correct == bool(right)
+
 
 def test_replay_says_what_was_not_recorded(tmp_path: Path, params: Params) -> None:
     pool, _ = live_pool()

@@ -11,6 +11,7 @@ from easy_core.core.schemas import EvalMetrics
 from easy_core.core.storage import atomic_write_text, write_json
 from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.evaluation.reports import metrics_markdown
+from easy_core.executors.pool import load_pool_config
 
 
 def compare(
@@ -23,7 +24,10 @@ def compare(
     split: str = "test",
 ) -> list[EvalMetrics]:
     """`split`: `validation` to choose weights and thresholds, `test` to report them."""
-    wanted = list(dict.fromkeys(policies + (["oracle"] if suite == "sim" else [])))
+    known = suite == "sim" or all(
+        p.backend == "replay" for p in load_pool_config(pool).executors
+    )  # where outcomes are known, the oracle joins as the bound
+    wanted = list(dict.fromkeys(policies + (["oracle"] if known else [])))
     return [evaluate(EvalSpec(suite, policy, pool, n, seed, split), params)[0] for policy in wanted]
 
 

@@ -24,7 +24,7 @@ from easy_core.core.errors import PolicyError
 from easy_core.core.params import Params
 from easy_core.core.schemas import ExecutorProfile, Plan, StepResult, Subtask, Task
 from easy_core.plans.structured import latest_good_results, step_id
-from easy_core.runtime.policy import EpisodeState, OutcomeOracle
+from easy_core.runtime.policy import EpisodeState, OutcomeOracle, RecordedOutcomeOracle
 
 USELESS_BELOW = 0.1
 
@@ -330,16 +330,19 @@ class OraclePolicy(SubtaskPolicy):
             "(act_with_outcomes), in the sim suite with sim executors"
         )
 
-    async def act_with_outcomes(self, state: EpisodeState, outcomes: OutcomeOracle | None) -> Plan:
+    async def act_with_outcomes(
+        self, state: EpisodeState, outcomes: OutcomeOracle | RecordedOutcomeOracle | None
+    ) -> Plan:
         if outcomes is None:
             raise PolicyError(
-                "policy 'oracle' knows outcomes only in the sim suite with sim executors"
+                "policy 'oracle' knows outcomes only in the sim suite with sim executors, or on "
+                "a replayed pool (recorded outcomes)"
             )
         state.scratch["outcomes"] = outcomes
         return await SubtaskPolicy.act(self, state)
 
     def choose(self, state: EpisodeState, sub: Subtask) -> str:
-        outcomes: OutcomeOracle = state.scratch["outcomes"]
+        outcomes: OutcomeOracle | RecordedOutcomeOracle = state.scratch["outcomes"]
         options = estimates(state).options[sub.id]  # cheapest first
         for option in options:
             if outcomes.would_succeed(sub, option.executor):

@@ -25,11 +25,19 @@ from easy_core.core.schemas import (
     approx_tokens,
 )
 from easy_core.executors.pool import ExecutorPool, PoolSession
+from easy_core.executors.replay import ReplayExecutor
 from easy_core.executors.simulated import SimExecutor
 from easy_core.plans.prompting import plan_text
 from easy_core.plans.validation import answer_reference, parse_plan, validate_plan
 from easy_core.runtime.local_engine import LocalEngine
-from easy_core.runtime.policy import EpisodeState, OutcomeOracle, Policy, PoolView, public_task
+from easy_core.runtime.policy import (
+    EpisodeState,
+    OutcomeOracle,
+    Policy,
+    PoolView,
+    RecordedOutcomeOracle,
+    public_task,
+)
 from easy_core.runtime.scheduler import PlanEngine
 
 Checker = Callable[[Task, str | None], bool]
@@ -184,10 +192,14 @@ class EpisodeCursor:
     def ended(self) -> bool:
         return self.end_reason is not None
 
-    def _outcomes(self) -> OutcomeOracle | None:
+    def _outcomes(self) -> OutcomeOracle | RecordedOutcomeOracle | None:
         """The outcome oracle of this episode, for a privileged policy: only where every
-        executor is simulated and the task is a sim task (elsewhere outcomes are unknown)."""
+        executor is simulated and the task is a sim task, or every executor replays a
+        recording (elsewhere outcomes are unknown)."""
         runner = self.runner
+        inner = {name: getattr(e, "inner", e) for name, e in runner.pool.executors.items()}
+        if all(isinstance(e, ReplayExecutor) for e in inner.values()):
+            return RecordedOutcomeOracle(self.task, inner)  # type: ignore[arg-type]
         if self.task.suite != "sim" or runner._world is None:
             return None
         return OutcomeOracle(runner._world, self.seed, self.task, runner._profiles)

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from easy_core.core.params import Params
 from easy_core.core.schemas import ExecutorProfile, Milestone, Plan, StepResult, Subtask, Task
 from easy_core.executors.pool import CostLedger, ExecutorPool
+from easy_core.executors.replay import ReplayExecutor
 from easy_core.world.sim_world import SimWorld
 
 
@@ -106,6 +107,21 @@ class OutcomeOracle:
         )
 
 
+@dataclass(frozen=True)
+class RecordedOutcomeOracle:
+    """Whether an executor got a subtask of this task right when its outcomes were recorded
+    (`easy record`): the oracle of a replayed pool. Built by the episode loop for privileged
+    policies only, when every executor of the pool replays a recording."""
+
+    task: Task
+    replays: dict[str, ReplayExecutor]
+
+    def would_succeed(self, subtask: Subtask, executor: str) -> bool:
+        replay = self.replays.get(executor)
+        row = None if replay is None else replay.rows.get((executor, self.task.id, subtask.id))
+        return row is not None and row.correct
+
+
 @runtime_checkable
 class PrivilegedPolicy(Protocol):
     """A policy that reads outcomes (the oracle: the upper bound of a comparison). The episode
@@ -116,5 +132,5 @@ class PrivilegedPolicy(Protocol):
     privileged: Literal[True]
 
     async def act_with_outcomes(
-        self, state: EpisodeState, outcomes: OutcomeOracle | None
+        self, state: EpisodeState, outcomes: OutcomeOracle | RecordedOutcomeOracle | None
     ) -> Plan | str: ...
