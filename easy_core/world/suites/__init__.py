@@ -36,6 +36,12 @@ def _math(params: Params) -> Suite:
     return MathSuite()
 
 
+def _compound_math(params: Params) -> Suite:
+    from easy_core.world.suites.compound_math import CompoundMathSuite
+
+    return CompoundMathSuite()
+
+
 def _research(params: Params) -> Suite:
     from easy_core.world.suites.research import ResearchSuite
 
@@ -51,6 +57,7 @@ def _code(params: Params) -> Suite:
 SUITES = {
     "sim": lambda params: SimSuite(params.sim),
     "math": _math,
+    "math-compound": _compound_math,
     "research": _research,
     "code": _code,
     "embodied": _embodied,
