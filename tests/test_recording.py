@@ -169,3 +169,21 @@ def test_a_replay_pool_file_names_the_live_pool_and_its_recording(tmp_path: Path
         p.backend == "replay" and p.records == str(tmp_path / "records") for p in config.executors
     )
     assert [p.card() for p in config.executors] == [p.card() for p in live.executors]
+
+
+def test_calibration_reads_the_test_split_from_a_recording(tmp_path: Path, params: Params) -> None:
+    from easy_core.evaluation.calibration import calibrate
+    from easy_core.world.sim_world import SimWorld
+
+    pool, executors = live_pool()
+    directory, _ = record(pool, MathSuite(), "test", N, tmp_path)
+    rows = list(read_records(directory))
+    calls = sum(e.calls for e in executors)
+    world = SimWorld(params.sim, params.capability)
+    report = calibrate(pool, [("math", MathSuite())], N, 0, world, records=rows)
+    assert sum(e.calls for e in executors) == calls  # measured from the rows, nothing called
+    measured = {r.executor: r.measured for r in report.rows}
+    for name in ("big", "small"):
+        mine = [r.correct for r in rows if r.executor == name]
+        assert measured[name] == sum(mine) / len(mine)
+    assert {r.n for r in report.rows} == {N}

@@ -219,6 +219,10 @@ def calibrate_command(
     out_dir: Annotated[Path, typer.Option("--out", help="report folder")] = Path(
         "results/calibration"
     ),
+    records: Annotated[
+        Path | None,
+        typer.Option(help="measured: this recording's test split (`easy record`), not new calls"),
+    ] = None,
     params_path: ParamsOption = None,
 ) -> None:
     """Simulated (the measured profile replayed) against measured success on held-out tasks."""
@@ -231,6 +235,15 @@ def calibrate_command(
     executors, chosen = pool_and_suites(pool, suites, params)
     with progress_bar() as progress:
         bar = progress.add_task(f"calibrating {executors.name}", total=None)
+        rows = None
+        if records is not None:  # the recorded tasks: the split's first ones
+            from easy_core.evaluation.recording import recording_dir
+            from easy_core.executors.replay import read_records
+
+            rows = [
+                r for name, _ in chosen for r in read_records(recording_dir(records, name, "test"))
+            ]
+            n = len({r.task_id for r in rows})
         report = calibrate(
             executors,
             chosen,
@@ -238,6 +251,7 @@ def calibrate_command(
             seed,
             SimWorld(params.sim, params.capability),
             lambda: progress.advance(bar),
+            records=rows,
         )
     text = calibration_markdown(report)
     write_json(out_dir / "calibration.json", report)
