@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, StepStatus
@@ -50,3 +52,14 @@ def step_result(
         latency_s=latency_s,
         covers=list(request.covers),
     )
+
+
+async def run_simulated(
+    simulate: Callable[[StepRequest], StepResult], request: StepRequest
+) -> StepResult:
+    """A simulating executor's `run`: the result it knows at once, after waiting its latency on
+    the loop's clock (at once on the virtual-time loop)."""
+    result = simulate(request)
+    if result.latency_s > 0:
+        await asyncio.sleep(result.latency_s)
+    return result

@@ -12,13 +12,13 @@ subtask's own instruction. The agreement of replayed and live runs is measured
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
 from easy_core.core.errors import ConfigError
 from easy_core.core.schemas import ExecutorProfile, OutcomeRecord, StepRequest, StepResult
+from easy_core.executors.base import run_simulated
 
 
 def read_records(directory: str | Path) -> Iterator[OutcomeRecord]:
@@ -101,10 +101,7 @@ class ReplayExecutor:
         )
 
     async def run(self, request: StepRequest) -> StepResult:
-        result = self.simulate(request)
-        if result.latency_s > 0:
-            await asyncio.sleep(result.latency_s)
-        return result
+        return await run_simulated(self.simulate, request)
 
     def estimate_input_tokens(self, request: StepRequest) -> int:
         rows = self._rows(request)

@@ -4,9 +4,8 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from easy_core.core.schemas import ExecutorProfile, StepRequest, StepResult, approx_tokens
+from easy_core.executors.base import run_simulated
 from easy_core.world.sim_world import SimWorld
 
 
@@ -33,10 +32,7 @@ class SimExecutor:
         return result
 
     async def run(self, request: StepRequest) -> StepResult:
-        result = self.simulate(request)
-        if result.latency_s > 0:
-            await asyncio.sleep(result.latency_s)
-        return result
+        return await run_simulated(self.simulate, request)
 
     def estimate_input_tokens(self, request: StepRequest) -> int:
         index = request.task.subtask_index
