@@ -102,6 +102,10 @@ def test_a_recording_resumes_and_its_profile_counts_what_was_recorded(tmp_path: 
     assert record(pool, MathSuite(), "train", N, tmp_path)[1] == 1
     assert list(read_records(directory)) == rows
 
+    # two executors at a time record the same rows (the Knows latencies are modelled, not timed)
+    side_by_side, _ = record(pool, MathSuite(), "train", N, tmp_path / "two", at_once=2)
+    assert list(read_records(side_by_side)) == rows
+
     profile, measurements = profile_from_records(pool, rows)
     by_name = {m.executor: m for m in measurements}
     assert by_name["big"].n == N and by_name["big"].success == sum(r.correct for r in big) / N

@@ -189,6 +189,14 @@ def record_command(
         Path | None, typer.Option("--out", help="recording folder [default: data/records/POOL]")
     ] = None,
     seed: Annotated[int, typer.Option(help="task seed")] = 0,
+    at_once: Annotated[
+        int,
+        typer.Option(
+            "--executors-at-once",
+            min=1,
+            help="executors called at the same time (2 on 2 cores with one-thread servers)",
+        ),
+    ] = 1,
     params_path: ParamsOption = None,
 ) -> None:
     """Run every executor on every subtask of a split, alone with gold inputs; one row per
@@ -203,7 +211,7 @@ def record_command(
     with progress_bar() as progress:
         bar = progress.add_task(f"recording {executors.name} on {suite}/{split}", total=None)
         directory, written = record(
-            executors, chosen[0][1], split, n, out_dir, seed, lambda: progress.advance(bar)
+            executors, chosen[0][1], split, n, out_dir, seed, lambda: progress.advance(bar), at_once
         )
     shards = -(-n // SHARD_TASKS)
     out.print(f"{directory}: {written} shards written, {shards - written} already recorded")

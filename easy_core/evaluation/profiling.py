@@ -108,11 +108,15 @@ def real_outcomes(
     work: list[tuple[Task, SubtaskChecker]],
     seed: int,
     on_sample: Callable[[], None] | None = None,
+    at_once: int = 1,
 ) -> list[Outcome]:
     """Every executor on the subtasks of the tasks in `work`, in the domains its pool entry
-    declares, checked by the suite; one executor at a time (CPU models would otherwise share
-    the cores), its calls concurrent up to its `max_concurrency` (a server's parallel slots,
-    an in-process model's batch)."""
+    declares, checked by the suite; `at_once` executors at a time (1: CPU models would
+    otherwise share the cores; 2 on 2 cores when each server has one thread), each executor's
+    calls concurrent up to its `max_concurrency` (a server's parallel slots, an in-process
+    model's batch)."""
+    if at_once < 1:
+        raise ConfigError(f"executors at once must be at least 1 (got {at_once})")
 
     async def measure(name: str, executor: object) -> list[Outcome]:
         slots = asyncio.Semaphore(executor.profile.max_concurrency)  # type: ignore[attr-defined]
@@ -137,10 +141,29 @@ def real_outcomes(
             )
         )
 
-    outcomes: list[Outcome] = []
-    for name, executor in pool.executors.items():
-        outcomes += asyncio.run(measure(name, executor))
-    return outcomes
+    # Lanes that run side by side, each its executors one after another; the dearest (the
+    # slowest, on a ladder whose prices follow parameter count) spread across the lanes.
+    lanes: list[list[str]] = [[] for _ in range(at_once)]
+    load = [0.0] * at_once
+    for profile in sorted(pool.profiles, key=lambda p: -(p.price_in_per_1m + p.price_out_per_1m)):
+        lane = load.index(min(load))
+        lanes[lane].append(profile.name)
+        load[lane] += profile.price_in_per_1m + profile.price_out_per_1m
+
+    async def lane(names: list[str]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for name in names:
+            outcomes += await measure(name, pool.executors[name])
+        return outcomes
+
+    async def measure_all() -> list[list[Outcome]]:
+        return list(await asyncio.gather(*(lane(names) for names in lanes)))
+
+    by_name: dict[str, list[Outcome]] = defaultdict(list)
+    for rows in asyncio.run(measure_all()):
+        for outcome in rows:
+            by_name[outcome.executor].append(outcome)
+    return [o for name in pool.executors for o in by_name[name]]  # in the pool's order
 
 
 def informative(task: Task, subtask: Subtask) -> bool:

@@ -48,6 +48,7 @@ def _rows(
     tasks: list[Task],
     seed: int,
     on_row: Callable[[], None] | None,
+    at_once: int,
 ) -> list[OutcomeRecord]:
     check = getattr(suite, "check_subtask", None)
     if check is None:
@@ -72,7 +73,7 @@ def _rows(
             latency_s=round(o.result.latency_s, 4),
             cost_usd=o.result.cost_usd,
         )
-        for o in real_outcomes(pool, [(task, check) for task in tasks], seed, on_row)
+        for o in real_outcomes(pool, [(task, check) for task in tasks], seed, on_row, at_once)
     ]
 
 
@@ -84,9 +85,11 @@ def record(
     out_dir: str | Path,
     seed: int = 0,
     on_row: Callable[[], None] | None = None,
+    at_once: int = 1,
 ) -> tuple[Path, int]:
-    """Record the first `n` tasks of `split`; finished shards (same settings, intact) are
-    kept. Returns the recording's folder and how many shards this call wrote."""
+    """Record the first `n` tasks of `split`, `at_once` executors at a time; finished shards
+    (same settings, intact) are kept. Returns the recording's folder and how many shards this
+    call wrote."""
     directory = recording_dir(out_dir, suite.name, split)
     settings = _settings_hash(pool, suite.name, split, seed)
     written = 0
@@ -94,7 +97,7 @@ def record(
         if finished_shard_file(directory, shard, settings) is not None:
             continue
         tasks = list(suite.tasks(split, min(SHARD_TASKS, n - start), seed, start=start))
-        rows = _rows(pool, suite, tasks, seed, on_row)
+        rows = _rows(pool, suite, tasks, seed, on_row, at_once)
         store_shard_file(directory, shard, shard_text(rows), settings)
         written += 1
     return directory, written
