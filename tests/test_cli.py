@@ -260,3 +260,15 @@ def test_sft_data_writes_the_teacher_turns_with_drawn_pools(tmp_path):
     assert len(lines) == summary["examples"] > 0
     bad = easy("--set", "sft_data.random_pools=-1", "sft-data", "--out", str(tmp_path / "x"))
     assert bad.returncode == 2 and "random_pools" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_record_names_a_suite_it_cannot_check_a_bad_split_and_a_missing_recording(tmp_path):
+    args = ["record", "--pool", str(SIM_DEFAULT), "--n", "2", "--out", str(tmp_path)]
+    assert_user_error(easy(*args, "--suite", "sim", "--split", "test"), "cannot check single")
+    assert_user_error(easy(*args, "--suite", "math", "--split", "dev"), "split must be one of")
+    replay = write(tmp_path, "replay.yaml", f"name: r\nreplays: {SIM_DEFAULT}\nrecords: nowhere\n")
+    assert_user_error(
+        easy("eval", "--suite", "math", "--policy", "greedy", "--pool", str(replay), "--n", "1"),
+        "no recorded outcomes",
+        "easy record",
+    )
