@@ -41,6 +41,11 @@ class CalibrationReport(BaseModel):
     rows: list[CalibrationRow]
     pearson: float | None
     mean_abs_error: float
+    # over the pairs whose measured rate is strictly between 0 and 1: an executor that always
+    # or never succeeds agrees with any simulator that says so, and makes r look perfect
+    informative_pairs: int = 0
+    pearson_informative: float | None = None
+    mean_abs_error_informative: float | None = None
 
 
 def pearson(xs: list[float], ys: list[float]) -> float | None:
@@ -94,6 +99,8 @@ def calibrate(
             )
         )
     xs, ys = [r.simulated for r in rows], [r.measured for r in rows]
+    informative = [r for r in rows if 0 < r.measured < 1]
+    ixs, iys = [r.simulated for r in informative], [r.measured for r in informative]
     return CalibrationReport(
         pool=pool.name,
         suites=[name for name, _ in suites],
@@ -101,6 +108,11 @@ def calibrate(
         rows=rows,
         pearson=pearson(xs, ys),
         mean_abs_error=mean([abs(x - y) for x, y in zip(xs, ys, strict=True)]),
+        informative_pairs=len(informative),
+        pearson_informative=pearson(ixs, iys),
+        mean_abs_error_informative=(
+            mean([abs(x - y) for x, y in zip(ixs, iys, strict=True)]) if informative else None
+        ),
     )
 
 
@@ -119,5 +131,12 @@ def calibration_markdown(report: CalibrationReport) -> str:
     lines.append(
         f"Pearson r (simulated vs measured, {len(report.rows)} pairs): {r_text}; "
         f"mean absolute error {report.mean_abs_error:.3f}"
+    )
+    informative_r = report.pearson_informative
+    mae = report.mean_abs_error_informative
+    lines.append(
+        f"Over the {report.informative_pairs} pairs with a measured rate strictly between 0 and "
+        f"1: Pearson r {'n/a' if informative_r is None else f'{informative_r:.3f}'}"
+        f" (needs 3 pairs); mean absolute error {'n/a' if mae is None else f'{mae:.3f}'}"
     )
     return "\n".join(lines) + "\n"
