@@ -37,7 +37,7 @@ from easy_core.core.schemas import Milestone, Plan, StepResult, Task
 # Bounded free text: without a bound a small model can loop inside a string until its token
 # budget runs out, and the turn ends as unterminated JSON. The teacher's are far shorter.
 MILESTONE_CHARS = 160
-INSTRUCTION_CHARS = 400  # a step of a declared subtask; a free plan's step may carry a program
+INSTRUCTION_CHARS = 240  # a step of a declared subtask; a free plan's step may carry a program
 PROGRAM_CHARS = 4000
 
 # Compact separators, no free whitespace: the form of the teacher's plans the model learnt.
