@@ -112,6 +112,31 @@ def test_the_task_schema_fixes_the_dag_and_leaves_executors_and_size_free(
             jsonschema.validate({**plan, "steps": broken}, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**plan, "milestone": "m" * 500}, schema)
+    # a placeholder may name only the step's inputs: never itself, nor a step it skips
+    own = {**steps[needy], "instruction": f"redo {{{steps[needy]['id']}}}"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**plan, "steps": [*steps[:needy], own]}, schema)
+    cites = {**steps[needy], "instruction": f"use {{{steps[needy]['depends_on'][0]}}}"}
+    jsonschema.validate({**plan, "steps": [*steps[:needy], cites]}, schema)
+
+
+def test_the_decoder_compiles_the_task_schema(params: Params, task: Task) -> None:
+    """llguidance takes the schema's bounds and placeholder patterns: the teacher's plan, as
+    the model would write it, passes token by token; one citing its own step does not."""
+    from easy_core.core.schemas import Plan
+    from easy_core.executors.hf_models import load_causal_lm
+    from easy_core.plans.prompting import plan_text
+    from easy_core.plans.structured import schema_accepts
+
+    _, tokenizer = load_causal_lm("smollm2-135m")
+    plan = teacher_plan(params, task)
+    schema = dag_schema(params, task)
+    step = plan["steps"][0]
+    own = {**plan, "steps": [{**step, "instruction": f"{{{step['id']}}}"}, *plan["steps"][1:]]}
+    for candidate, allowed in ((plan, True), (own, False)):
+        text = plan_text(Plan.model_validate(candidate))
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert schema_accepts(tokenizer, schema, ids) is allowed
 
 
 def test_later_milestones_run_what_is_open_on_the_results_they_have(

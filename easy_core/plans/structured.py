@@ -100,18 +100,28 @@ def plan_schema(
     return schema
 
 
-def without_length_bounds(schema: Any) -> Any:
-    """`schema` without its string length bounds, for llama-cpp-python's server, whose grammar
-    converter spells a bound out as one rule per character (its process dies on them)."""
+def without_string_rules(schema: Any) -> Any:
+    """`schema` without its length bounds and patterns on strings, for llama-cpp-python's
+    server, whose grammar converter spells a length bound out as one rule per character (its
+    process dies on them)."""
     if isinstance(schema, dict):
         return {
-            key: without_length_bounds(value)
+            key: without_string_rules(value)
             for key, value in schema.items()
-            if key not in ("maxLength", "minLength")
+            if key not in ("maxLength", "minLength", "pattern")
         }
     if isinstance(schema, list):
-        return [without_length_bounds(value) for value in schema]
+        return [without_string_rules(value) for value in schema]
     return schema
+
+
+def instruction_schema(inputs: Sequence[str]) -> dict[str, Any]:
+    """A declared subtask's instruction: bounded free text whose `{placeholders}` name only the
+    step's inputs (validation refuses any other: a model that cites its own step would write
+    an invalid plan), no other braces."""
+    allowed = "|".join(step.replace(".", "\\.") for step in inputs)
+    pattern = f"^(?:[^{{}}]|\\{{(?:{allowed})\\}})*$" if inputs else "^[^{}]*$"
+    return {"type": "string", "maxLength": INSTRUCTION_CHARS, "pattern": pattern}
 
 
 def _strings(values: Sequence[str]) -> dict[str, Any]:
@@ -145,7 +155,7 @@ def task_plan_schema(
                 "properties": {
                     "id": {"const": step_id(milestone, sub_id)},
                     "executor": {"type": "string", "enum": sorted(executors)},
-                    "instruction": {"type": "string", "maxLength": INSTRUCTION_CHARS},
+                    "instruction": instruction_schema(inputs),
                     "depends_on": _strings(inputs),
                     "covers": _strings([sub_id]),
                 },

@@ -31,7 +31,7 @@ from easy_core.plans.structured import (
     SchemaConstraint,
     plan_schema,
     turn_schema,
-    without_length_bounds,
+    without_string_rules,
 )
 from easy_core.runtime.policy import EpisodeState
 
@@ -153,7 +153,7 @@ def generate_openai(
     }
     schema = schema or plan_schema()
     if settings.structured and settings.schema_format == "json_object":
-        schema = without_length_bounds(schema)
+        schema = without_string_rules(schema)
         body["response_format"] = {"type": "json_object", "schema": schema}
     elif settings.structured:
         body["response_format"] = {
