@@ -159,12 +159,9 @@ def profile_command(
             raise EasyError(f"{pool} names no `profile:` file; pass --out FILE")
         out_path = pool.parent / executors.config.profile
     if records is not None:
-        from easy_core.evaluation.recording import profile_from_records, recording_dir
-        from easy_core.executors.replay import read_records
+        from easy_core.evaluation.recording import profile_from_records, read_split
 
-        rows = [
-            row for name, _ in chosen for row in read_records(recording_dir(records, name, "train"))
-        ]
+        rows = read_split(records, [name for name, _ in chosen], "train")
         profile, measurements = profile_from_records(executors, rows, seed)
     else:
         with progress_bar() as progress:
@@ -245,12 +242,9 @@ def calibrate_command(
         bar = progress.add_task(f"calibrating {executors.name}", total=None)
         rows = None
         if records is not None:  # the recorded tasks: the split's first ones
-            from easy_core.evaluation.recording import recording_dir
-            from easy_core.executors.replay import read_records
+            from easy_core.evaluation.recording import read_split
 
-            rows = [
-                r for name, _ in chosen for r in read_records(recording_dir(records, name, "test"))
-            ]
+            rows = read_split(records, [name for name, _ in chosen], "test")
             n = len({r.task_id for r in rows})
         report = calibrate(
             executors,

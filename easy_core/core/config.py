@@ -28,6 +28,11 @@ def describe_validation_error(error: ValidationError) -> str:
 
 def load_yaml_model(path: str | Path, model: type[M], overrides: Sequence[str] = ()) -> M:
     """The file as `model`, with `section.field=value` overrides (values read as YAML) on top."""
+    return validate_model(load_yaml_mapping(path), model, str(path), overrides)
+
+
+def load_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """The file's top-level mapping, or a ConfigError naming the file and what is wrong."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
@@ -39,7 +44,7 @@ def load_yaml_model(path: str | Path, model: type[M], overrides: Sequence[str] =
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return validate_model(data, model, str(path), overrides)
+    return data
 
 
 def validate_model(

@@ -14,11 +14,10 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from easy_core.core.errors import ConfigError
 from easy_core.core.schemas import OutcomeRecord, Task
 from easy_core.core.stats import mean
-from easy_core.evaluation.profiling import measure_real_pool, summarize_outcomes
-from easy_core.evaluation.recording import as_result
+from easy_core.evaluation.profiling import measure_real_pool, subtask_checker
+from easy_core.evaluation.recording import summarize_records
 from easy_core.executors.pool import ExecutorPool
 from easy_core.world.sim_world import SimWorld
 from easy_core.world.suites import Suite
@@ -71,16 +70,12 @@ def calibrate(
     instead of calling the executors again."""
     work: list[tuple[Task, Callable]] = []
     for name, suite in suites:
-        check = getattr(suite, "check_subtask", None)
-        if check is None:
-            raise ConfigError(f"suite {name!r} cannot check single subtasks; it cannot calibrate")
+        check = subtask_checker(name, suite, "it cannot calibrate")
         work += [(t, check) for t in suite.tasks("test", n_tasks, seed)]
     if records is None:
         measured, _ = measure_real_pool(pool, work, seed, on_sample)
     else:
-        measured, _ = summarize_outcomes(
-            (row.executor, row.skill, row.correct, as_result(row)) for row in records
-        )
+        measured, _ = summarize_records(records)
     profiles = {p.name: p for p in pool.profiles}
     rows = []
     for m in measured:

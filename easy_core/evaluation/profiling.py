@@ -166,6 +166,18 @@ def real_outcomes(
     return [o for name in pool.executors for o in by_name[name]]  # in the pool's order
 
 
+def subtask_checker(name: str, suite: Suite, purpose: str) -> SubtaskChecker:
+    """The suite's check of one step's output on one subtask, which real executors are
+    measured by; a clear error where the suite has none (`purpose`: what it was wanted for)."""
+    check = getattr(suite, "check_subtask", None)
+    if check is None:
+        raise ConfigError(
+            f"suite {name!r} cannot check single subtasks, so {purpose}; use math, "
+            "math-compound, research, code or embodied"
+        )
+    return check
+
+
 def informative(task: Task, subtask: Subtask) -> bool:
     """Whether a subtask measures anything: a suite marks the ones any answer passes (the
     spare moves of a TextWorld game after it is won) with `metadata["uninformative"]`."""
@@ -336,12 +348,7 @@ def profile_pool(
     else:
         work = []
         for name, suite in suites:
-            check = getattr(suite, "check_subtask", None)
-            if check is None:
-                raise ConfigError(
-                    f"suite {name!r} cannot check single subtasks, so it cannot profile real "
-                    "executors; profile them on math, research, code or embodied"
-                )
+            check = subtask_checker(name, suite, "it cannot profile real executors")
             work += [(t, check) for t in suite.tasks("train", n_tasks, seed)]
         measurements, latencies = measure_real_pool(pool, work, seed, on_sample)
     profile = measured_profile(pool, measurements, latencies, names, n_tasks, seed)

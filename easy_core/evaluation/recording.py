@@ -18,15 +18,24 @@ from pydantic import BaseModel
 
 from easy_core.core.datasets import config_hash, finished_shard_file, shard_text, store_shard_file
 from easy_core.core.errors import ConfigError
-from easy_core.core.schemas import MeasuredProfile, OutcomeRecord, StepResult, Task, Trajectory
+from easy_core.core.schemas import (
+    LatencyModel,
+    MeasuredProfile,
+    OutcomeRecord,
+    StepResult,
+    Task,
+    Trajectory,
+)
 from easy_core.core.stats import mean
 from easy_core.evaluation.profiling import (
     DomainMeasurement,
     measured_profile,
     real_outcomes,
+    subtask_checker,
     summarize_outcomes,
 )
 from easy_core.executors.pool import ExecutorPool
+from easy_core.executors.replay import read_records
 from easy_core.world.suites import Suite
 
 SHARD_TASKS = 10  # tasks per shard: what a stopped recording can lose
@@ -50,12 +59,7 @@ def _rows(
     on_row: Callable[[], None] | None,
     at_once: int,
 ) -> list[OutcomeRecord]:
-    check = getattr(suite, "check_subtask", None)
-    if check is None:
-        raise ConfigError(
-            f"suite {suite.name!r} cannot check single subtasks, so its outcomes cannot be "
-            "recorded; record math, research, code or embodied"
-        )
+    check = subtask_checker(suite.name, suite, "its outcomes cannot be recorded")
     return [
         OutcomeRecord(
             suite=suite.name,
@@ -119,6 +123,21 @@ def as_result(row: OutcomeRecord) -> StepResult:
     )
 
 
+def summarize_records(
+    records: list[OutcomeRecord],
+) -> tuple[list[DomainMeasurement], dict[str, LatencyModel]]:
+    """Recorded rows as profiling summarises live outcomes: success per (executor, domain),
+    a latency model per executor."""
+    return summarize_outcomes(
+        (row.executor, row.skill, row.correct, as_result(row)) for row in records
+    )
+
+
+def read_split(records: str | Path, suites: list[str], split: str) -> list[OutcomeRecord]:
+    """Every recorded row of `split` for each of `suites`, from a pool's recording folder."""
+    return [row for suite in suites for row in read_records(recording_dir(records, suite, split))]
+
+
 def profile_from_records(
     pool: ExecutorPool, records: list[OutcomeRecord], seed: int = 0
 ) -> tuple[MeasuredProfile, list[DomainMeasurement]]:
@@ -127,9 +146,7 @@ def profile_from_records(
     latency model fitted per executor."""
     if not records:
         raise ConfigError("no recorded outcomes to profile from")
-    measurements, latencies = summarize_outcomes(
-        (row.executor, row.skill, row.correct, as_result(row)) for row in records
-    )
+    measurements, latencies = summarize_records(records)
     suites = sorted({row.suite for row in records})
     n_tasks = len({row.task_id for row in records})
     profile = measured_profile(pool, measurements, latencies, suites, n_tasks, seed)

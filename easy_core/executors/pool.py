@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-import yaml
-
-from easy_core.core.config import load_yaml_model, validate_model
+from easy_core.core.config import load_yaml_mapping, load_yaml_model, validate_model
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
 from easy_core.core.schemas import (
@@ -89,11 +87,12 @@ def load_pool_config(path: str | Path) -> PoolConfig:
     """A pool file, with its measured profile applied when the pool names one that exists
     (before the first `easy profile` run the pool's own priors stand). A replay pool file
     (`replays:` a pool file, `records:` its recording) is that pool, replayed."""
-    spec = _replay_spec(path)
-    if spec is not None:
+    data = load_yaml_mapping(path)
+    if "replays" in data:
+        spec = validate_model(data, ReplayPool, str(path))
         here = Path(path).parent
         return replayed(load_pool_config(here / spec.replays), here / spec.records, spec.name)
-    config = load_yaml_model(path, PoolConfig)
+    config = validate_model(data, PoolConfig, str(path))
     if config.profile is not None:
         measured = Path(path).parent / config.profile
         if measured.is_file():
@@ -352,19 +351,6 @@ def load_pool(path: str | Path, params: Params) -> ExecutorPool:
         cards = load_yaml_model(measured, MeasuredProfile).apply(config)
         return ExecutorPool.from_config(cards, load_pool_context(params), truth=config)
     return ExecutorPool.from_config(config, load_pool_context(params))
-
-
-def _replay_spec(path: str | Path) -> ReplayPool | None:
-    path = Path(path)
-    if not path.is_file():
-        return None
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError:
-        return None  # load_yaml_model reports it
-    if not isinstance(data, dict) or "replays" not in data:
-        return None
-    return validate_model(data, ReplayPool, str(path))
 
 
 def replayed(config: PoolConfig, records: str | Path, name: str | None = None) -> PoolConfig:

@@ -76,6 +76,9 @@ class EpisodeRunner:
         inner = [getattr(e, "inner", e) for e in pool.executors.values()]
         simulated = bool(inner) and all(isinstance(e, SimExecutor) for e in inner)
         self._world = inner[0].world if simulated else None  # type: ignore[attr-defined]
+        # or the recording, where every executor replays one
+        replayed = bool(inner) and all(isinstance(e, ReplayExecutor) for e in inner)
+        self._replays = dict(zip(pool.executors, inner, strict=True)) if replayed else None
         self._profiles = {  # the world's own profiles (a card may be a measurement of them)
             name: getattr(getattr(e, "inner", e), "truth", e.profile)
             for name, e in pool.executors.items()
@@ -197,9 +200,8 @@ class EpisodeCursor:
         executor is simulated and the task is a sim task, or every executor replays a
         recording (elsewhere outcomes are unknown)."""
         runner = self.runner
-        inner = {name: getattr(e, "inner", e) for name, e in runner.pool.executors.items()}
-        if all(isinstance(e, ReplayExecutor) for e in inner.values()):
-            return RecordedOutcomeOracle(self.task, inner)  # type: ignore[arg-type]
+        if runner._replays is not None:
+            return RecordedOutcomeOracle(self.task, runner._replays)  # type: ignore[arg-type]
         if self.task.suite != "sim" or runner._world is None:
             return None
         return OutcomeOracle(runner._world, self.seed, self.task, runner._profiles)

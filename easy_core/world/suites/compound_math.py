@@ -48,10 +48,11 @@ class CompoundMathSuite:
         for index in range(start, start + n):
             key = f"{seed}|{split}|{index}"
             k = MIN_PARTS + _draw(key + "|k", MAX_PARTS - MIN_PARTS + 1)
+            first = _draw(key + "|first", len(names))
             parts = []
             for j in range(k):
                 # mixed generators: consecutive parts step through the generator list
-                name = names[(_draw(key + "|first", len(names)) + j) % len(names)]
+                name = names[(first + j) % len(names)]
                 entry = _PART_OFFSET + index * MAX_PARTS + j
                 parts.append((name, entry, _dataset(name, generator_seed)[entry]))
             yield self._task(split, seed, index, generator_seed, parts)
