@@ -1,8 +1,10 @@
 """The `python` tool: runs the step's instruction (or the ```python block in it) as a program in
-the sandbox and answers with what it printed."""
+the sandbox and answers with what it printed. A program that ends in a bare expression prints
+its value, as a notebook cell does: small models often end a program that way."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import re
 import time
@@ -19,15 +21,33 @@ def extract_code(instruction: str) -> str:
     return block.group(1) if block else instruction
 
 
+def printing_last_expression(code: str) -> str:
+    """`code` with a final bare expression (not a call of print) wrapped in print()."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code  # the sandbox reports the error
+    last = tree.body[-1] if tree.body else None
+    if not isinstance(last, ast.Expr) or last.col_offset > 0:  # `a = 1; a`: left alone
+        return code
+    call = last.value
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print":
+        return code
+    lines = code.splitlines()
+    head = "\n".join(lines[: last.lineno - 1])
+    return f"{head}\nprint({ast.unparse(call)})\n"
+
+
 class PythonToolExecutor:
     wall_clock = True  # waits on real work: episodes using it run in wall time
+    deterministic = True  # the same program fails the same way: the engine does not retry it
 
     def __init__(self, profile: ExecutorProfile, limits: SandboxLimits | None = None):
         self.profile = profile
         self.limits = limits or SandboxLimits()
 
     async def run(self, request: StepRequest) -> StepResult:
-        code = extract_code(request.instruction)
+        code = printing_last_expression(extract_code(request.instruction))
         started = time.monotonic()
         outcome = await asyncio.to_thread(run_python, code, self.limits)
         latency = time.monotonic() - started

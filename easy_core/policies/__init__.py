@@ -22,6 +22,12 @@ def _graph() -> Policy:  # imports torch: only when asked for
     return GraphPolicy()
 
 
+def _program() -> Policy:
+    from easy_core.policies.program_aided import ProgramAidedPolicy
+
+    return ProgramAidedPolicy()
+
+
 def _llm() -> Policy:
     from easy_core.policies.llm import LLMPolicy
 
@@ -35,6 +41,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "easy": _llm,
     "greedy-sample": SampledGreedyPolicy,
     "greedy-once": GreedyOncePolicy,
+    "program": _program,
 }
 LEARNED = ("progress", "graph")
 

@@ -71,6 +71,7 @@ class _Flight:
     tried: list[str] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
     simulated: bool = False  # the executor answers subtasks (sim): a missing answer is a fault
+    deterministic: bool = False  # its failures repeat (a program's error): never retried
     expected_s: float = 0.0  # latency the profile predicts for this call
     spent: float = 0.0
     in_backoff: bool = False
@@ -195,6 +196,7 @@ class _Schedule(PlanSchedule):
             session.slots(name),
             tried=[name],
             simulated=answers_subtasks(executor),
+            deterministic=getattr(executor, "deterministic", False),
             expected_s=expected,
         )
         self.in_flight[step.id] = flight
@@ -253,9 +255,13 @@ class _Schedule(PlanSchedule):
                 breaker.success()
         else:
             flight.faults.append(fault)
-            self._breaker(flight.executor_name).failure(now)
-            if not self.finished and self._retry_later(flight, now):
-                return
+            # A deterministic executor's failure is the step's result (a program that raised
+            # raises again; another executor handed the program would not run it), not a fault
+            # of the executor: no retry, no fallback, no breaker count.
+            if not flight.deterministic:
+                self._breaker(flight.executor_name).failure(now)
+                if not self.finished and self._retry_later(flight, now):
+                    return
         # Plain attribute writes (no validation needed) straight into the model's fields.
         result.__dict__.update(
             step_id=step.id,

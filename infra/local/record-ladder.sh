@@ -6,7 +6,8 @@
 # are called at once (2: the two cores, each server having one thread).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-easy_bin="${EASY_BIN:-easy}"
+# EASY_BIN is the directory of the easy executable, as in llama-up.sh (default: easy on PATH)
+easy_bin="${EASY_BIN:+$EASY_BIN/}easy"
 trap 'infra/local/ladder-down.sh >/dev/null' EXIT
 infra/local/ladder-up.sh
 for suite in ${RECORD_SUITES:-math}; do

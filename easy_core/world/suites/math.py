@@ -23,10 +23,16 @@ GENERATORS = {
     "simple_equations": 3,
     "gsm_symbolic": 4,
 }
-INSTRUCTION = (
-    "{question}\nThink step by step briefly, then give the final answer alone on the last line, "
-    "starting with 'Answer:'."
+_HOW_TO_ANSWER = (
+    "\nThink step by step briefly, then give the final answer alone on the last line, starting "
+    "with 'Answer:'."
 )
+INSTRUCTION = "{question}" + _HOW_TO_ANSWER
+
+
+def question_of(instruction: str) -> str:
+    """The problem a math step's instruction asks about, without how to answer it."""
+    return instruction.removesuffix(_HOW_TO_ANSWER)
 _SIZE = 100_000  # reasoning-gym datasets are lazy: an entry depends on (seed, index) only
 
 

@@ -1,0 +1,160 @@
+"""The `program` policy (program-aided reasoning, as PAL and Program-of-Thoughts do it): a math
+subtask becomes two steps, a program written by an LLM chosen for its code skill and the
+`python` tool running it, whose printed value is the subtask's result. Small models get
+arithmetic wrong and programs right: exact arithmetic comes from the interpreter.
+
+Other subtasks are `greedy`'s. A program that fails (it raised, or printed nothing) is rewritten
+in the next milestone by another writer, told the error; once every useful writer has failed,
+the subtask is solved directly by the executor `greedy` would give it.
+"""
+
+from __future__ import annotations
+
+from easy_core.core.errors import PolicyError
+from easy_core.core.schemas import Plan, StepResult, Subtask
+from easy_core.policies.baselines import (
+    USELESS_BELOW,
+    GreedyPolicy,
+    cheapest_capable,
+    downstream,
+    estimates,
+    latest_results,
+    subtask_options,
+)
+from easy_core.runtime.policy import EpisodeState, PoolView
+from easy_core.world.suites.math import question_of
+
+PROGRAM_SKILLS = frozenset({"math"})
+PROGRAM_INSTRUCTION = (
+    "Write a Python program that solves the problem below exactly: one variable per quantity "
+    "the problem gives, then the computation, then print(answer); print a whole number without "
+    "a decimal point. Reply with the program alone in one ```python block.\n\n"
+    "Example problem: Tom has 3 boxes of 12 pencils and gives away 7. How many are left?\n"
+    "Example reply:\n```python\nboxes = 3\npencils_per_box = 12\ngiven_away = 7\n"
+    "answer = boxes * pencils_per_box - given_away\nprint(answer)\n```\n\n"
+    "Problem:\n{question}"
+)
+RETRY_NOTE = "\n\nAn earlier program for this problem failed: {error}\nWrite a corrected one."
+MAX_ERROR_CHARS = 300
+
+
+def python_tool(pool: PoolView) -> str:
+    for profile in pool.profiles:
+        if profile.backend == "tool" and profile.model == "python":
+            return profile.name
+    raise PolicyError(
+        f"policy 'program' runs programs on the python tool; pool {pool.name!r} has none "
+        "(add an executor with backend: tool, model: python)"
+    )
+
+
+def program_instruction(sub: Subtask, error: str | None = None) -> str:
+    text = PROGRAM_INSTRUCTION.format(question=question_of(sub.instruction or sub.id))
+    if error:
+        text += RETRY_NOTE.format(error=error[:MAX_ERROR_CHARS])
+    return text
+
+
+class ProgramAidedPolicy(GreedyPolicy):
+    name = "program"
+
+    async def act(self, state: EpisodeState) -> Plan:
+        python_tool(state.pool)  # a pool without it fails at the first turn
+        if state.milestones and state.milestones_left > 0:
+            task = state.task
+            latest = latest_results(state)
+            failed = [  # no result, or a program that printed nothing
+                sub.id
+                for sub in task.subtasks
+                if sub.skill in PROGRAM_SKILLS
+                and (sub.id not in latest or not latest[sub.id].output.strip())
+            ]
+            if failed:
+                affected = downstream(task, set(failed))
+                redo = [sub.id for sub in task.subtasks if sub.id in affected]
+                tried = {sub.id: [] for sub in task.subtasks}  # writers are chosen in _plan
+                goal = "rewrite failed programs: " + ", ".join(failed)
+                return self._plan(state, redo, latest, tried, {}, goal)
+        return await super().act(state)
+
+    def _plan(
+        self,
+        state: EpisodeState,
+        sub_ids: list[str],
+        latest: dict[str, StepResult],
+        tried: dict[str, list[str]],
+        escalations: dict[str, str],
+        goal: str,
+    ) -> Plan:
+        plan = super()._plan(state, sub_ids, latest, tried, escalations, goal)
+        python = python_tool(state.pool)
+        task = state.task
+        steps = []
+        for step in plan.steps:
+            sub = task.subtask((step.covers or [""])[0])
+            if sub.skill not in PROGRAM_SKILLS or sub.id in escalations:
+                steps.append(step)
+                continue
+            writers, error = _program_history(state, sub.id, python)
+            writer = self._writer(state, sub, writers)
+            if writer is None:  # every writer failed: solve it directly
+                steps.append(step.model_copy(update={"executor": _direct(state, sub, python)}))
+                continue
+            program_id = f"{step.id}-program"
+            steps.append(
+                step.model_copy(
+                    update={
+                        "id": program_id,
+                        "executor": writer,
+                        "instruction": program_instruction(sub, error),
+                        "covers": None,
+                    }
+                )
+            )
+            steps.append(
+                step.model_copy(
+                    update={
+                        "executor": python,
+                        "instruction": f"{{{program_id}}}",
+                        "depends_on": [program_id],
+                    }
+                )
+            )
+        return Plan(milestone=plan.milestone, steps=steps)
+
+    @staticmethod
+    def _writer(state: EpisodeState, sub: Subtask, tried: list[str]) -> str | None:
+        """The cheapest LLM likely to write the program (`greedy`'s rule on the code skill)
+        among those not tried yet: another model is another draw, and a measured code rate
+        does not say which of two models writes this program. None once no useful one is left."""
+        llms = [p for p in state.pool.profiles if p.backend != "tool"]
+        as_code = sub.model_copy(update={"skill": "code"})
+        options, _ = subtask_options(
+            state.task, as_code, llms, state.params.capability.difficulty_slope
+        )
+        untried = [o for o in options if o.executor not in tried and o.success >= USELESS_BELOW]
+        if not untried:
+            return None
+        return cheapest_capable(untried, state.params.policies.greedy_threshold).executor
+
+
+def _program_history(state: EpisodeState, sub_id: str, python: str) -> tuple[list[str], str | None]:
+    """The writers of `sub_id`'s earlier programs, and the last program's error."""
+    writers: list[str] = []
+    error = None
+    for milestone in state.milestones:
+        by_id = {step.id: step for step in milestone.plan.steps}
+        for step, result in zip(milestone.plan.steps, milestone.results, strict=True):
+            if step.executor == python and step.covers == [sub_id] and step.depends_on:
+                program = by_id.get(step.depends_on[0])
+                if program is not None:
+                    writers.append(program.executor)
+                error = result.error or ("it printed nothing" if not result.output else None)
+    return writers, error
+
+
+def _direct(state: EpisodeState, sub: Subtask, python: str) -> str:
+    every = estimates(state).options[sub.id]
+    options = [o for o in every if o.executor != python] or every
+    return cheapest_capable(options, state.params.policies.greedy_threshold).executor
+

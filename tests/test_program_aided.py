@@ -1,0 +1,143 @@
+"""The `program` policy: math subtasks as programs an LLM writes and the python tool runs; a
+failed program is rewritten by another writer told the error, then solved directly. Real
+engine, real sandbox, LLMs served by loopback fakes."""
+
+from __future__ import annotations
+
+import pytest
+
+from easy_core.core.params import load_params
+from easy_core.core.schemas import ExecutorProfile, LatencyModel
+from easy_core.executors.openai_http import OpenAIExecutor
+from easy_core.executors.pool import ExecutorPool
+from easy_core.executors.python_tool import PythonToolExecutor, printing_last_expression
+from easy_core.policies.batch import run_episodes
+from easy_core.runtime.episode import EpisodeRunner
+from easy_core.world.suites.compound_math import CompoundMathSuite
+from easy_core.world.suites.math import MathSuite
+from tests.conftest import ROOT
+from tests.fake_openai import FakeOpenAI
+
+PARAMS = load_params(ROOT / "params.yaml")
+
+
+def llm(name: str, url: str, price: float, code: float, math: float) -> OpenAIExecutor:
+    return OpenAIExecutor(
+        ExecutorProfile(
+            name=name,
+            backend="openai",
+            endpoint=url,
+            model=name,
+            price_in_per_1m=price,
+            price_out_per_1m=3 * price,
+            latency=LatencyModel(ttft_s=0.1, tokens_per_s=50),
+            context_window=4096,
+            max_output_tokens=128,
+            capability={
+                "code": {"success": code, "n": 10},
+                "math": {"success": math, "n": 10},
+                "writing": {"success": 0.9, "n": 10},
+            },
+        )
+    )
+
+
+def python() -> PythonToolExecutor:
+    return PythonToolExecutor(
+        ExecutorProfile(
+            name="python",
+            backend="tool",
+            model="python",
+            price_in_per_1m=0.0,
+            price_out_per_1m=0.0,
+            latency=LatencyModel(ttft_s=0.1, tokens_per_s=1000),
+            context_window=100_000,
+            capability={"math": {"success": 0.0, "n": 10}},
+        )
+    )
+
+
+def solve(task, suite, small: FakeOpenAI, large: FakeOpenAI, with_python: bool = True):
+    executors = [
+        llm("small", small.url, 0.05, code=0.7, math=0.1),
+        llm("large", large.url, 0.15, code=0.5, math=0.25),
+    ]
+    pool = ExecutorPool.of("test", executors + ([python()] if with_python else []))
+    runner = EpisodeRunner(pool, PARAMS, suite.check, score=getattr(suite, "score", None))
+    (trajectory,) = run_episodes([task], runner, "program", 0, mode="wall")
+    return trajectory
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+def test_a_math_task_is_a_program_written_by_the_cheap_coder_and_run_by_python():
+    suite = MathSuite()
+    task = next(suite.tasks("validation", 1, 0))
+    with FakeOpenAI(fenced(f"answer = {task.answer}\nanswer")) as small, FakeOpenAI() as large:
+        trajectory = solve(task, suite, small, large)
+    (milestone,) = trajectory.milestones
+    program, run = milestone.plan.steps
+    assert (program.executor, run.executor) == ("small", "python")
+    assert run.depends_on == [program.id] and run.covers == ["t1"]
+    assert task.prompt in program.instruction and "Answer:" not in program.instruction
+    # the program ended in a bare expression: the tool printed its value
+    assert milestone.results[1].output == task.answer
+    assert trajectory.correct is True and not large.requests
+
+
+def test_a_failed_program_is_rewritten_by_another_writer_then_solved_directly():
+    suite = MathSuite()
+    task = next(suite.tasks("validation", 1, 0))
+    with FakeOpenAI(fenced("print(1 / 0)")) as small, FakeOpenAI(fenced("pass")) as large:
+        trajectory = solve(task, suite, small, large)
+        rewrites = [r["body"]["messages"][-1]["content"] for r in large.requests]
+    first, second, third = trajectory.milestones[:3]
+    assert [s.executor for s in first.plan.steps] == ["small", "python"]
+    # a program's failure repeats: the engine ran it once, with no fallback to an LLM
+    assert first.results[1].status == "failed" and first.results[1].attempts == 1
+    assert "ZeroDivisionError" in first.results[1].error
+    assert [s.executor for s in second.plan.steps] == ["large", "python"]
+    assert "ZeroDivisionError" in rewrites[0]  # the next writer was told the error
+    assert second.results[1].output == "" and second.results[1].faults == ["empty"]
+    (direct,) = third.plan.steps  # no writer left: the math executor greedy would choose
+    assert direct.executor == "large" and direct.covers == ["t1"]
+
+
+def test_compound_parts_are_programs_in_parallel_and_the_combining_step_is_greedys():
+    suite = CompoundMathSuite()
+    task = next(suite.tasks("validation", 1, 0))
+    parts = len(task.subtasks) - 1
+    with FakeOpenAI(fenced("print(7)")) as small, FakeOpenAI("Answer: 7") as large:
+        trajectory = solve(task, suite, small, large)
+    steps = trajectory.milestones[0].plan.steps
+    runs = [s for s in steps if s.executor == "python"]
+    assert len(runs) == parts and all(s.depends_on == [f"{s.id}-program"] for s in runs)
+    combine = steps[-1]
+    assert combine.covers == [task.sink.id]
+    assert sorted(combine.depends_on) == sorted(s.id for s in runs)
+
+
+def test_a_pool_without_the_python_tool_is_refused_by_name():
+    suite = MathSuite()
+    task = next(suite.tasks("validation", 1, 0))
+    with FakeOpenAI() as small, FakeOpenAI() as large:
+        trajectory = solve(task, suite, small, large, with_python=False)
+    assert trajectory.end_reason == "policy_error"
+    assert "has none (add an executor with backend: tool, model: python)" in trajectory.end_detail
+    assert not small.requests and not large.requests
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("x = 2\nx * 21", "x = 2\nprint(x * 21)\n"),
+        ("print(3)", "print(3)"),
+        ("x = 1; x", "x = 1; x"),  # same line as a statement: left alone
+        ("def f(:", "def f(:"),  # a syntax error reaches the sandbox as it is
+        ("y = 4", "y = 4"),
+    ],
+)
+def test_a_final_bare_expression_is_printed(code, expected):
+    assert printing_last_expression(code) == expected
