@@ -25,14 +25,13 @@ from easy_core.runtime.policy import EpisodeState, PoolView
 from easy_core.world.suites.math import question_of
 
 PROGRAM_SKILLS = frozenset({"math"})
+# The problem first, then the contract; no worked example: small models copy an example's
+# program instead of writing the problem's own (docs/BENCHMARKS.md, "Program-aided reasoning").
 PROGRAM_INSTRUCTION = (
-    "Write a Python program that solves the problem below exactly: one variable per quantity "
-    "the problem gives, then the computation, then print(answer); print a whole number without "
-    "a decimal point. Reply with the program alone in one ```python block.\n\n"
-    "Example problem: Tom has 3 boxes of 12 pencils and gives away 7. How many are left?\n"
-    "Example reply:\n```python\nboxes = 3\npencils_per_box = 12\ngiven_away = 7\n"
-    "answer = boxes * pencils_per_box - given_away\nprint(answer)\n```\n\n"
-    "Problem:\n{question}"
+    "Problem:\n{question}\n\nWrite a Python program that computes the answer to this problem "
+    "exactly: assign each quantity the problem gives to a variable, compute the answer, and end "
+    "with print(answer), a whole number printed without a decimal point. Reply with the program "
+    "alone in one ```python block."
 )
 RETRY_NOTE = "\n\nAn earlier program for this problem failed: {error}\nWrite a corrected one."
 MAX_ERROR_CHARS = 300
