@@ -3,13 +3,21 @@ as parallel subtasks and combined by a final step; checked per part and whole.""
 
 from __future__ import annotations
 
+import pytest
+
+from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
 from easy_core.core.schemas import DomainCapability, StepRequest, StepResult
 from easy_core.executors.pool import ExecutorPool
 from easy_core.policies.batch import run_episodes
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.suites import get_suite
-from easy_core.world.suites.compound_math import MAX_PARTS, MIN_PARTS, CompoundMathSuite
+from easy_core.world.suites.compound_math import (
+    MAX_PARTS,
+    MIN_PARTS,
+    CompoundMathSuite,
+    question_parts,
+)
 from easy_core.world.suites.math import MathSuite
 from tests.helpers import ScriptedExecutor
 
@@ -76,3 +84,24 @@ def test_a_plan_runs_the_parts_in_parallel_then_combines(params: Params) -> None
         assert trajectory.correct, trajectory.end_detail
         # the parts ran at once (0.1 s each), then the combining step: 0.2 s, not 0.1 (k + 1)
         assert trajectory.metrics.makespan_s < 0.25 < 0.1 * len(task.subtasks)
+
+
+def test_a_persons_compound_question_becomes_parts_and_a_combining_step() -> None:
+    marked = "Part 1: What is 12 * 34? Part 2: How many legs do 3 dogs have?\npart 3: 7 - 9?"
+    assert question_parts(marked) == [
+        "What is 12 * 34?",
+        "How many legs do 3 dogs have?",
+        "7 - 9?",
+    ]
+    assert question_parts("What is 2 + 2?\n\nWhat is 3 * 3?") == [
+        "What is 2 + 2?",
+        "What is 3 * 3?",
+    ]
+    task = CompoundMathSuite().from_question(marked)
+    *parts, combine = task.subtasks
+    assert [p.skill for p in parts] == ["math"] * 3 and "12 * 34" in parts[0].instruction
+    assert combine.depends_on == ["t1", "t2", "t3"] and task.answer == ""
+    assert CompoundMathSuite.score(task, "Answer: 408; 12; -2") == {}  # no gold to score
+    assert CompoundMathSuite.check(task, "Answer: 408; 12; -2") is False
+    with pytest.raises(ConfigError, match="2 to 6 parts"):
+        CompoundMathSuite().from_question("What is 2 + 2?")

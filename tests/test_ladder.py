@@ -124,3 +124,21 @@ def test_the_05b_is_recorded_and_replayed(
     assert {r.executor for t in live for m in t.milestones for r in m.results} == {
         "qwen-coder-0.5b"
     }
+
+
+def test_the_program_policy_gets_exact_arithmetic_from_a_real_models_program(
+    ladder: dict[str, str], params: Params, tmp_path: Path
+) -> None:
+    """`program` on the ladder: a real model writes the program, the python tool runs it, and
+    the printed value is the suite's answer (at temperature 0, a product no small model gets
+    right by itself reliably)."""
+    pool = tmp_path / "cpu-ladder.yaml"
+    pool.write_text(yaml.safe_dump(ladder_config(ladder)))
+    task, trajectory = solve_task(
+        "math", pool, "program", params, question="What is 4821 * 377 - 1059?"
+    )
+    program, run = trajectory.milestones[0].plan.steps
+    results = trajectory.milestones[0].results
+    assert program.executor.startswith("qwen-coder") and run.executor == "python"
+    assert results[0].tokens_out > 0 and results[1].status == "ok"
+    assert results[1].output == str(4821 * 377 - 1059) == trajectory.final_answer

@@ -156,4 +156,3 @@ def _direct(state: EpisodeState, sub: Subtask, python: str) -> str:
     every = estimates(state).options[sub.id]
     options = [o for o in every if o.executor != python] or every
     return cheapest_capable(options, state.params.policies.greedy_threshold).executor
-

@@ -11,9 +11,11 @@ same split.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
+from easy_core.core.errors import ConfigError
 from easy_core.core.schemas import Subtask, Task
 from easy_core.world.suites.answers import final_line
 from easy_core.world.suites.math import GENERATORS, INSTRUCTION, _dataset, _generator_seed
@@ -26,6 +28,17 @@ COMBINE = (
     "Combine the results of the parts, in order, into one line: 'Answer: r1; r2; ...' where "
     "r1 is part 1's final answer, and so on. Write nothing else."
 )
+
+
+_PART_MARK = re.compile(r"\bPart\s*\d+\s*:", re.IGNORECASE)
+
+
+def question_parts(question: str) -> list[str]:
+    """The parts of a person's compound question: marked `Part 1: ... Part 2: ...` (on one
+    line or several), else one per non-empty line."""
+    marked = _PART_MARK.search(question) is not None
+    parts = _PART_MARK.split(question)[1:] if marked else question.splitlines()
+    return [part.strip() for part in parts if part.strip()]
 
 
 def _draw(key: str, modulo: int) -> int:
@@ -57,6 +70,18 @@ class CompoundMathSuite:
                 parts.append((name, entry, _dataset(name, generator_seed)[entry]))
             yield self._task(split, seed, index, generator_seed, parts)
 
+    def from_question(self, question: str) -> Task:
+        """A task for `easy solve` from a person's parts (no gold: nothing to check against)."""
+        parts = question_parts(question)
+        if not MIN_PARTS - 1 <= len(parts) <= MAX_PARTS:
+            raise ConfigError(
+                f"a compound question has 2 to {MAX_PARTS} parts, marked 'Part 1: ... Part 2: "
+                f"...' or one per line; found {len(parts)}"
+            )
+        return self._task(
+            "test", 0, 0, 0, [("", 0, {"question": p, "answer": ""}) for p in parts], difficulty=3
+        ).model_copy(update={"id": "math-compound-question", "answer": "", "metadata": {}})
+
     def _task(
         self,
         split: str,
@@ -64,12 +89,13 @@ class CompoundMathSuite:
         index: int,
         generator_seed: int,
         parts: list[tuple[str, int, dict[str, Any]]],
+        difficulty: int | None = None,
     ) -> Task:
         subtasks = [
             Subtask(
                 id=f"t{j + 1}",
                 skill="math",
-                difficulty=GENERATORS[name],
+                difficulty=difficulty or GENERATORS[name],
                 input_tokens=len(entry["question"]) // 4 + 40,
                 output_tokens=120,
                 gold=str(entry["answer"]),
@@ -120,7 +146,10 @@ class CompoundMathSuite:
 
     @classmethod
     def score(cls, task: Task, answer: str | None) -> dict[str, float]:
-        """`parts`: the share of parts answered right, in place; `all`: every part right."""
+        """`parts`: the share of parts answered right, in place; `all`: every part right.
+        A person's question has no gold: nothing to score."""
+        if "parts" not in task.metadata:
+            return {}
         given = split_answer(answer)
         count = len(task.metadata["parts"])
         right = sum(cls._part_right(task, j, given[j]) for j in range(min(count, len(given))))
@@ -128,12 +157,14 @@ class CompoundMathSuite:
 
     @classmethod
     def check(cls, task: Task, answer: str | None) -> bool:
-        return cls.score(task, answer)["all"] >= 1.0
+        return cls.score(task, answer).get("all", 0.0) >= 1.0
 
     @classmethod
     def check_subtask(cls, task: Task, subtask: Subtask, output: str) -> bool:
         """A part by its own scorer; the combining step by the whole check."""
         j = int(subtask.id[1:]) - 1
+        if "parts" not in task.metadata:  # a person's question: no gold
+            return False
         if j < len(task.metadata["parts"]):
             return cls._part_right(task, j, final_line(output))
         return cls.check(task, output)

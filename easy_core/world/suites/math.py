@@ -33,6 +33,8 @@ INSTRUCTION = "{question}" + _HOW_TO_ANSWER
 def question_of(instruction: str) -> str:
     """The problem a math step's instruction asks about, without how to answer it."""
     return instruction.removesuffix(_HOW_TO_ANSWER)
+
+
 _SIZE = 100_000  # reasoning-gym datasets are lazy: an entry depends on (seed, index) only
 
 
