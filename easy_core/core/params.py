@@ -108,6 +108,12 @@ SIM_POOLS_DEFAULT = SIM_POOLS[0]
 
 class PolicyParams(_Section):
     greedy_threshold: float = Field(0.75, ge=0, le=1)
+    program_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="the `program` policy's writer: the cheapest LLM whose code success clears it",
+    )
     progress_model: str = Field(
         "models/progress.npz", description="the `progress` policy's predictor (`easy train-policy`)"
     )

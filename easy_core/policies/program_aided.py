@@ -123,7 +123,8 @@ class ProgramAidedPolicy(GreedyPolicy):
 
     @staticmethod
     def _writer(state: EpisodeState, sub: Subtask, tried: list[str]) -> str | None:
-        """The cheapest LLM likely to write the program (`greedy`'s rule on the code skill)
+        """The cheapest LLM likely to write the program (`greedy`'s rule on the code skill,
+        with `policies.program_threshold`)
         among those not tried yet: another model is another draw, and a measured code rate
         does not say which of two models writes this program. None once no useful one is left."""
         llms = [p for p in state.pool.profiles if p.backend != "tool"]
@@ -134,7 +135,7 @@ class ProgramAidedPolicy(GreedyPolicy):
         untried = [o for o in options if o.executor not in tried and o.success >= USELESS_BELOW]
         if not untried:
             return None
-        return cheapest_capable(untried, state.params.policies.greedy_threshold).executor
+        return cheapest_capable(untried, state.params.policies.program_threshold).executor
 
 
 def _program_history(state: EpisodeState, sub_id: str, python: str) -> tuple[list[str], str | None]:
