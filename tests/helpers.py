@@ -25,6 +25,20 @@ class Call:
     instruction: str
 
 
+def python_tool_profile(**capability: dict) -> ExecutorProfile:
+    """The python tool's card, as pool files declare it."""
+    return ExecutorProfile(
+        name="python",
+        backend="tool",
+        model="python",
+        price_in_per_1m=0.0,
+        price_out_per_1m=0.0,
+        latency=LatencyModel(ttft_s=0.1, tokens_per_s=1000),
+        context_window=100_000,
+        capability=capability,
+    )
+
+
 class ScriptedExecutor:
     """Waits a scripted latency per step on the loop's clock; can fail, hang or raise."""
 

@@ -17,6 +17,7 @@ from easy_core.world.suites.compound_math import CompoundMathSuite
 from easy_core.world.suites.math import MathSuite
 from tests.conftest import ROOT
 from tests.fake_openai import FakeOpenAI
+from tests.helpers import python_tool_profile
 
 PARAMS = load_params(ROOT / "params.yaml")
 
@@ -43,18 +44,7 @@ def llm(name: str, url: str, price: float, code: float, math: float) -> OpenAIEx
 
 
 def python() -> PythonToolExecutor:
-    return PythonToolExecutor(
-        ExecutorProfile(
-            name="python",
-            backend="tool",
-            model="python",
-            price_in_per_1m=0.0,
-            price_out_per_1m=0.0,
-            latency=LatencyModel(ttft_s=0.1, tokens_per_s=1000),
-            context_window=100_000,
-            capability={"math": {"success": 0.0, "n": 10}},
-        )
-    )
+    return PythonToolExecutor(python_tool_profile(math={"success": 0.0, "n": 10}))
 
 
 def solve(task, suite, small: FakeOpenAI, large: FakeOpenAI, with_python: bool = True):

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from easy_core.core.schemas import ExecutorProfile, LatencyModel, StepRequest
+from easy_core.core.schemas import StepRequest
 from easy_core.executors.python_tool import PythonToolExecutor, extract_code
 from easy_core.world.sandbox import SandboxLimits, run_python
 from easy_core.world.suites.sim import generate_task
 from tests.conftest import run
+from tests.helpers import python_tool_profile
 
 
 def test_runs_code_and_returns_what_it_printed():
@@ -81,16 +82,7 @@ def test_sees_no_secret_of_the_parent(monkeypatch):
 
 
 def test_python_tool_executor_step():
-    profile = ExecutorProfile(
-        name="python",
-        backend="tool",
-        model="python",
-        price_in_per_1m=0.0,
-        price_out_per_1m=0.0,
-        latency=LatencyModel(ttft_s=0.1, tokens_per_s=1000),
-        context_window=100_000,
-    )
-    tool = PythonToolExecutor(profile, SandboxLimits(wall_s=5))
+    tool = PythonToolExecutor(python_tool_profile(), SandboxLimits(wall_s=5))
     task = generate_task(0, "test", 0)
     ok = run(
         tool.run(StepRequest("s1", "Compute:\n```python\nprint(sum(range(101)))\n```", task)),

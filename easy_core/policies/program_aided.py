@@ -58,7 +58,6 @@ class ProgramAidedPolicy(GreedyPolicy):
     name = "program"
 
     async def act(self, state: EpisodeState) -> Plan:
-        python_tool(state.pool)  # a pool without it fails at the first turn
         if state.milestones and state.milestones_left > 0:
             task = state.task
             latest = latest_results(state)
