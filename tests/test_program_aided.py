@@ -1,5 +1,6 @@
 """The `program` policy: math subtasks as programs an LLM writes and the python tool runs; a
-failed program is rewritten by another writer told the error, then solved directly. Real
+failed program is rewritten by another writer told the error, then solved directly. Code is
+checked by its docstring examples on the python tool and repaired by another writer. Real
 engine, real sandbox, LLMs served by loopback fakes."""
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from easy_core.executors.openai_http import OpenAIExecutor
 from easy_core.executors.pool import ExecutorPool
 from easy_core.executors.python_tool import PythonToolExecutor, printing_last_expression
 from easy_core.policies.batch import run_episodes
+from easy_core.policies.example_tests import example_tests
 from easy_core.runtime.episode import EpisodeRunner
+from easy_core.world.sandbox import run_python
+from easy_core.world.suites.code import INSTRUCTION, LIMITS, CodeSuite, problems
 from easy_core.world.suites.compound_math import CompoundMathSuite
 from easy_core.world.suites.math import MathSuite
 from tests.conftest import ROOT
@@ -131,3 +135,82 @@ def test_a_pool_without_the_python_tool_is_refused_by_name():
 )
 def test_a_final_bare_expression_is_printed(code, expected):
     assert printing_last_expression(code) == expected
+
+
+def code_task(entry_point: str):
+    suite = CodeSuite()
+    tasks = suite.tasks("train", 131, 0)
+    return suite, next(t for t in tasks if CodeSuite._problem(t)["entry_point"] == entry_point)
+
+
+def test_code_is_checked_by_its_docstring_examples_and_repaired_by_another_writer():
+    suite, task = code_task("has_close_elements")
+    wrong = fenced("def has_close_elements(numbers, threshold):\n    return False")
+    right = fenced(task.prompt + CodeSuite._problem(task)["canonical_solution"])
+    with FakeOpenAI(wrong) as small, FakeOpenAI(right) as large:
+        trajectory = solve(task, suite, small, large)
+        repair = large.requests[0]["body"]["messages"][-1]["content"]
+    first, second = trajectory.milestones[:2]
+    write, check = first.plan.steps
+    assert (write.executor, check.executor) == ("small", "python")  # the cheap capable coder
+    assert check.depends_on == [write.id] and not check.covers
+    # the stub's example `has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)` is True
+    assert first.results[1].status == "failed"
+    assert "1 of 2 docstring examples pass" in first.results[1].output
+    assert [s.executor for s in second.plan.steps] == ["large", "python"]
+    assert "return False" in repair and "Got:\n    False" in repair  # its code and the report
+    assert second.results[1].status == "ok" and "2 of 2" in second.results[1].output
+    assert trajectory.correct is True and len(trajectory.milestones) == 2
+
+
+def test_code_that_passes_its_examples_is_the_answer_at_once():
+    suite, task = code_task("has_close_elements")
+    right = fenced(task.prompt + CodeSuite._problem(task)["canonical_solution"])
+    with FakeOpenAI(right) as small, FakeOpenAI() as large:
+        trajectory = solve(task, suite, small, large)
+    assert len(trajectory.milestones) == 1  # solve and test, then the answer
+    assert trajectory.correct is True and not large.requests
+
+
+@pytest.mark.parametrize(
+    ("stub", "doctest_text"),
+    [
+        (  # a doctest: its value written as Python prints it
+            'def f(x):\n    """Echo.\n    >>> f("21")\n    "21"\n    """\n',
+            ">>> f(\"21\")\n'21'\n",
+        ),
+        (  # prose examples with literal arguments and value; `f(a)` has none
+            "def f(x):\n    '''f(1, 2) ==> (3, 4)\n    f([1]) should return True.\n"
+            "    f(a) => False\n    f(5) -> 19 - 5 = 14'''\n",
+            ">>> f(1, 2)\n(3, 4)\n>>> f([1])\nTrue\n",
+        ),
+        (  # a bare comparison expects True; None prints nothing
+            "def f(x):\n    '''>>> f(3) == 9\n    >>> f(0)\n    None\n    '''\n",
+            ">>> f(3) == 9\nTrue\n>>> f(0)\n",
+        ),
+        (  # the examples of the last function (the one asked for) only
+            "def helper():\n    '''>>> helper()\n    1'''\n\ndef f(x):\n    '''None.'''\n",
+            None,
+        ),
+    ],
+)
+def test_docstring_examples_become_doctests(stub, doctest_text):
+    tests = example_tests(INSTRUCTION.format(prompt=stub))
+    assert (tests.docstring if tests else None) == doctest_text
+
+
+def test_humaneval_reference_solutions_pass_their_own_examples():
+    """The visible examples agree with the hidden tests: the reference solutions pass them,
+    except where HumanEval's docstring itself disagrees (median, tri, sort_array, bf)."""
+    failing, tested = [], 0
+    for problem in problems():
+        tests = example_tests(INSTRUCTION.format(prompt=problem["prompt"]))
+        if tests is None:
+            continue
+        tested += 1
+        reply = fenced(problem["prompt"] + problem["canonical_solution"])
+        program = f"inputs = {{'write': {reply!r}}}\n" + tests.program("write")
+        if not run_python(program, LIMITS).ok:
+            failing.append(problem["entry_point"])
+    assert tested >= 130
+    assert sorted(failing) == ["bf", "median", "sort_array", "tri"]

@@ -1,6 +1,8 @@
 """The `python` tool: runs the step's instruction (or the ```python block in it) as a program in
 the sandbox and answers with what it printed. A program that ends in a bare expression prints
-its value, as a notebook cell does: small models often end a program that way."""
+its value, as a notebook cell does: small models often end a program that way. A program sees
+its dependencies' outputs as `inputs`, a dict from step id to text: how a test program reaches
+the code another step wrote without pasting it into its own source."""
 
 from __future__ import annotations
 
@@ -48,8 +50,9 @@ class PythonToolExecutor:
 
     async def run(self, request: StepRequest) -> StepResult:
         code = printing_last_expression(extract_code(request.instruction))
+        inputs = {result.step_id: result.output for result in request.inputs}
         started = time.monotonic()
-        outcome = await asyncio.to_thread(run_python, code, self.limits)
+        outcome = await asyncio.to_thread(run_python, f"inputs = {inputs!r}\n{code}", self.limits)
         latency = time.monotonic() - started
         tokens_in, tokens_out = approx_tokens(code), max(1, approx_tokens(outcome.stdout))
         if outcome.ok:

@@ -3,6 +3,12 @@ subtask becomes two steps, a program written by an LLM chosen for its code skill
 `python` tool running it, whose printed value is the subtask's result. Small models get
 arithmetic wrong and programs right: exact arithmetic comes from the interpreter.
 
+A code subtask whose stub shows examples in its docstring is written by the same cheapest
+capable coder, and the python tool runs the examples against the function it wrote (a test
+step; `example_tests`). Code that fails them is rewritten in the next milestone by another
+writer, shown its code and the failing report (self-debugging with visible tests); once no
+untried writer is left, the last candidate is the answer.
+
 Other subtasks are `greedy`'s. A program that fails (it raised, or printed nothing) is rewritten
 in the next milestone by another writer, told the error; once every useful writer has failed,
 the subtask is solved directly by the executor `greedy` would give it.
@@ -10,8 +16,10 @@ the subtask is solved directly by the executor `greedy` would give it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from easy_core.core.errors import PolicyError
-from easy_core.core.schemas import Plan, StepResult, Subtask
+from easy_core.core.schemas import Plan, Step, StepResult, Subtask
 from easy_core.policies.baselines import (
     USELESS_BELOW,
     GreedyPolicy,
@@ -21,10 +29,12 @@ from easy_core.policies.baselines import (
     latest_results,
     subtask_options,
 )
+from easy_core.policies.example_tests import example_tests
 from easy_core.runtime.policy import EpisodeState, PoolView
 from easy_core.world.suites.math import question_of
 
 PROGRAM_SKILLS = frozenset({"math"})
+TESTED_SKILLS = frozenset({"code"})
 # The problem first, then the contract; no worked example: small models copy an example's
 # program instead of writing the problem's own (docs/BENCHMARKS.md, "Program-aided reasoning").
 PROGRAM_INSTRUCTION = (
@@ -35,6 +45,11 @@ PROGRAM_INSTRUCTION = (
 )
 RETRY_NOTE = "\n\nAn earlier program for this problem failed: {error}\nWrite a corrected one."
 MAX_ERROR_CHARS = 300
+REPAIR_NOTE = (
+    "\n\nAn earlier solution failed the examples in the docstring.\n{code}\nWhat running the "
+    "examples printed:\n{report}\nWrite a corrected function."
+)
+MAX_CODE_CHARS = 2000
 
 
 def python_tool(pool: PoolView) -> str:
@@ -60,20 +75,30 @@ class ProgramAidedPolicy(GreedyPolicy):
     async def act(self, state: EpisodeState) -> Plan:
         if state.milestones and state.milestones_left > 0:
             task = state.task
+            python = python_tool(state.pool)
             latest = latest_results(state)
-            failed = [  # no result, or a program that printed nothing
-                sub.id
-                for sub in task.subtasks
-                if sub.skill in PROGRAM_SKILLS
-                and (sub.id not in latest or not latest[sub.id].output.strip())
-            ]
+            failed = [sub.id for sub in task.subtasks if self._failed(state, sub, latest, python)]
             if failed:
                 affected = downstream(task, set(failed))
                 redo = [sub.id for sub in task.subtasks if sub.id in affected]
                 tried = {sub.id: [] for sub in task.subtasks}  # writers are chosen in _plan
-                goal = "rewrite failed programs: " + ", ".join(failed)
+                goal = "rewrite what failed: " + ", ".join(failed)
                 return self._plan(state, redo, latest, tried, {}, goal)
         return await super().act(state)
+
+    def _failed(
+        self, state: EpisodeState, sub: Subtask, latest: dict[str, StepResult], python: str
+    ) -> bool:
+        """A program with no result or that printed nothing; code with no result or that
+        failed its examples while an untried writer is left."""
+        if sub.skill in PROGRAM_SKILLS:
+            return sub.id not in latest or not latest[sub.id].output.strip()
+        if sub.skill not in TESTED_SKILLS or example_tests(sub.instruction or "") is None:
+            return False
+        history = _test_history(state, sub.id, python)
+        if sub.id in latest and history.report is None:
+            return False
+        return self._writer(state, sub, history.writers) is not None
 
     def _plan(
         self,
@@ -90,6 +115,9 @@ class ProgramAidedPolicy(GreedyPolicy):
         steps = []
         for step in plan.steps:
             sub = task.subtask((step.covers or [""])[0])
+            if sub.skill in TESTED_SKILLS and sub.id not in escalations:
+                steps.extend(self._tested(state, sub, step, python))
+                continue
             if sub.skill not in PROGRAM_SKILLS or sub.id in escalations:
                 steps.append(step)
                 continue
@@ -119,6 +147,31 @@ class ProgramAidedPolicy(GreedyPolicy):
                 )
             )
         return Plan(milestone=plan.milestone, steps=steps)
+
+    def _tested(self, state: EpisodeState, sub: Subtask, step: Step, python: str) -> list[Step]:
+        """The code step, and a python step running the stub's examples against it; after a
+        failed run, the code is rewritten by an untried writer shown the failure."""
+        tests = example_tests(sub.instruction or "")
+        if tests is None:
+            return [step]
+        history = _test_history(state, sub.id, python)
+        writer = self._writer(state, sub, history.writers)
+        if history.report is not None and writer is not None:
+            note = REPAIR_NOTE.format(
+                code=history.code[:MAX_CODE_CHARS], report=history.report[: MAX_ERROR_CHARS * 3]
+            )
+            step = step.model_copy(
+                update={"executor": writer, "instruction": step.instruction + note}
+            )
+        elif not history.writers and writer is not None:
+            step = step.model_copy(update={"executor": writer})
+        check = Step(
+            id=f"{step.id}-tests",
+            executor=python,
+            instruction=tests.program(step.id),
+            depends_on=[step.id],
+        )
+        return [step, check]
 
     @staticmethod
     def _writer(state: EpisodeState, sub: Subtask, tried: list[str]) -> str | None:
@@ -150,6 +203,32 @@ def _program_history(state: EpisodeState, sub_id: str, python: str) -> tuple[lis
                     writers.append(program.executor)
                 error = result.error or ("it printed nothing" if not result.output else None)
     return writers, error
+
+
+@dataclass
+class _TestHistory:
+    writers: list[str] = field(default_factory=list)  # who wrote each tested candidate
+    code: str = ""  # the last tested candidate
+    report: str | None = None  # what its failed run printed; None when it passed
+
+
+def _test_history(state: EpisodeState, sub_id: str, python: str) -> _TestHistory:
+    history = _TestHistory()
+    for milestone in state.milestones:
+        by_id = dict(zip((s.id for s in milestone.plan.steps), milestone.plan.steps, strict=True))
+        outputs = {r.step_id: r for r in milestone.results}
+        for step, result in zip(milestone.plan.steps, milestone.results, strict=True):
+            if step.executor != python or step.covers or len(step.depends_on) != 1:
+                continue
+            written = by_id.get(step.depends_on[0])
+            if written is None or written.covers != [sub_id]:
+                continue
+            history.writers.append(written.executor)
+            history.code = outputs[written.id].output if written.id in outputs else ""
+            history.report = (
+                None if result.status == "ok" else (result.output or result.error or "")
+            )
+    return history
 
 
 def _direct(state: EpisodeState, sub: Subtask, python: str) -> str:
