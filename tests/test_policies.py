@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from easy_core.core.capability import expected_success
+from easy_core.core.datasets import read_trajectories
 from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.world.suites.sim import SimSuite
 from tests.conftest import SIM_DEFAULT, SIM_UNSEEN
@@ -131,3 +132,10 @@ def test_easy_compare_writes_table_references_and_both_pareto_plots(tmp_path):
     assert "cost / strongest's" in report
     for png in ("pareto-cost.png", "pareto-makespan.png"):
         assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+    # every episode kept for paired analysis, the same tasks for each policy
+    episodes = {
+        policy: list(read_trajectories(tmp_path / "episodes" / policy / "shards"))
+        for policy in ("strongest", "greedy")
+    }
+    assert [t.task_id for t in episodes["strongest"]] == [t.task_id for t in episodes["greedy"]]
+    assert len(episodes["greedy"]) == 40 and {t.policy for t in episodes["greedy"]} == {"greedy"}

@@ -283,11 +283,13 @@ def compare_command(
     params_path: ParamsOption = None,
 ) -> None:
     """Every policy on the same held-out tasks and seeds (the oracle added as the bound on sim):
-    table, Pareto plots of success against cost and against makespan."""
+    table, Pareto plots of success against cost and against makespan; each policy's episodes
+    in OUT/episodes/POLICY (run again, finished shards are reused)."""
     from easy_core.evaluation.policy_comparison import compare, targets_markdown, write_comparison
 
     names = [name.strip() for name in policies.split(",") if name.strip()]
-    rows = compare(resolve_params(params_path), suite, pool, names, n, seed, split)
+    params = resolve_params(params_path)
+    rows = compare(params, suite, pool, names, n, seed, split, out_dir / "episodes")
     try:
         plots = write_comparison(out_dir, rows, f"{suite} / {rows[0].pool}: {n} held-out tasks")
     except ImportError as exc:

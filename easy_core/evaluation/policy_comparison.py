@@ -9,7 +9,7 @@ from pathlib import Path
 from easy_core.core.params import Params
 from easy_core.core.schemas import EvalMetrics
 from easy_core.core.storage import atomic_write_text, write_json
-from easy_core.evaluation.evaluator import EvalSpec, evaluate
+from easy_core.evaluation.evaluator import EvalSpec, evaluate, evaluate_resumable
 from easy_core.evaluation.reports import metrics_markdown
 from easy_core.executors.pool import load_pool_config
 
@@ -22,13 +22,20 @@ def compare(
     n: int,
     seed: int,
     split: str = "test",
+    episodes_dir: str | Path | None = None,
 ) -> list[EvalMetrics]:
-    """`split`: `validation` to choose weights and thresholds, `test` to report them."""
+    """`split`: `validation` to choose weights and thresholds, `test` to report them.
+    `episodes_dir`: each policy's episodes are written there as they finish
+    (`<policy>/shards`, eval.shard_size a shard), for paired analysis, and a comparison run
+    again reuses every finished shard (a long live run goes on where it stopped)."""
     known = suite == "sim" or all(
         p.backend == "replay" for p in load_pool_config(pool).executors
     )  # where outcomes are known, the oracle joins as the bound
     wanted = list(dict.fromkeys(policies + (["oracle"] if known else [])))
-    return [evaluate(EvalSpec(suite, policy, pool, n, seed, split), params)[0] for policy in wanted]
+    specs = [EvalSpec(suite, policy, pool, n, seed, split) for policy in wanted]
+    if episodes_dir is None:
+        return [evaluate(spec, params)[0] for spec in specs]
+    return [evaluate_resumable(spec, params, Path(episodes_dir) / spec.policy)[0] for spec in specs]
 
 
 def targets_markdown(rows: list[EvalMetrics]) -> str:
