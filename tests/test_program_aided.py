@@ -51,13 +51,13 @@ def python() -> PythonToolExecutor:
     return PythonToolExecutor(python_tool_profile(math={"success": 0.0, "n": 10}))
 
 
-def solve(task, suite, small: FakeOpenAI, large: FakeOpenAI, with_python: bool = True):
+def solve(task, suite, small: FakeOpenAI, large: FakeOpenAI, with_python=True, params=PARAMS):
     executors = [
         llm("small", small.url, 0.05, code=0.7, math=0.1),
         llm("large", large.url, 0.15, code=0.5, math=0.25),
     ]
     pool = ExecutorPool.of("test", executors + ([python()] if with_python else []))
-    runner = EpisodeRunner(pool, PARAMS, suite.check, score=getattr(suite, "score", None))
+    runner = EpisodeRunner(pool, params, suite.check, score=getattr(suite, "score", None))
     (trajectory,) = run_episodes([task], runner, "program", 0, mode="wall")
     return trajectory
 
@@ -143,12 +143,15 @@ def code_task(entry_point: str):
     return suite, next(t for t in tasks if CodeSuite._problem(t)["entry_point"] == entry_point)
 
 
-def test_code_is_checked_by_its_docstring_examples_and_repaired_by_another_writer():
+@pytest.mark.parametrize("shows_code", [True, False])
+def test_code_is_checked_by_its_docstring_examples_and_repaired_by_another_writer(shows_code):
     suite, task = code_task("has_close_elements")
     wrong = fenced("def has_close_elements(numbers, threshold):\n    return False")
     right = fenced(task.prompt + CodeSuite._problem(task)["canonical_solution"])
+    params = PARAMS.model_copy(deep=True)
+    params.policies.repair_shows_code = shows_code
     with FakeOpenAI(wrong) as small, FakeOpenAI(right) as large:
-        trajectory = solve(task, suite, small, large)
+        trajectory = solve(task, suite, small, large, params=params)
         repair = large.requests[0]["body"]["messages"][-1]["content"]
     first, second = trajectory.milestones[:2]
     write, check = first.plan.steps
@@ -158,7 +161,8 @@ def test_code_is_checked_by_its_docstring_examples_and_repaired_by_another_write
     assert first.results[1].status == "failed"
     assert "1 of 2 docstring examples pass" in first.results[1].output
     assert [s.executor for s in second.plan.steps] == ["large", "python"]
-    assert "return False" in repair and "Got:\n    False" in repair  # its code and the report
+    assert "Got:\n    False" in repair  # what running the examples printed
+    assert ("return False" in repair) is shows_code  # and the failed code, unless fresh
     assert second.results[1].status == "ok" and "2 of 2" in second.results[1].output
     assert trajectory.correct is True and len(trajectory.milestones) == 2
 

@@ -114,6 +114,11 @@ class PolicyParams(_Section):
         le=1,
         description="the `program` policy's writer: the cheapest LLM whose code success clears it",
     )
+    repair_shows_code: bool = Field(
+        True,
+        description="the `program` policy's code repair: the next writer sees the failed code "
+        "beside what its examples printed (false: the report only, a fresh attempt)",
+    )
     progress_model: str = Field(
         "models/progress.npz", description="the `progress` policy's predictor (`easy train-policy`)"
     )

@@ -49,6 +49,10 @@ REPAIR_NOTE = (
     "\n\nAn earlier solution failed the examples in the docstring.\n{code}\nWhat running the "
     "examples printed:\n{report}\nWrite a corrected function."
 )
+FRESH_NOTE = (
+    "\n\nAn earlier solution failed the examples in the docstring. What running them "
+    "printed:\n{report}\nWrite a correct function."
+)
 MAX_CODE_CHARS = 2000
 
 
@@ -157,9 +161,11 @@ class ProgramAidedPolicy(GreedyPolicy):
         history = _test_history(state, sub.id, python)
         writer = self._writer(state, sub, history.writers)
         if history.report is not None and writer is not None:
-            note = REPAIR_NOTE.format(
-                code=history.code[:MAX_CODE_CHARS], report=history.report[: MAX_ERROR_CHARS * 3]
-            )
+            report = history.report[: MAX_ERROR_CHARS * 3]
+            if state.params.policies.repair_shows_code:
+                note = REPAIR_NOTE.format(code=history.code[:MAX_CODE_CHARS], report=report)
+            else:
+                note = FRESH_NOTE.format(report=report)
             step = step.model_copy(
                 update={"executor": writer, "instruction": step.instruction + note}
             )
