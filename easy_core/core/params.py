@@ -115,7 +115,7 @@ class PolicyParams(_Section):
         description="the `program` policy's writer: the cheapest LLM whose code success clears it",
     )
     repair_shows_code: bool = Field(
-        True,
+        False,
         description="the `program` policy's code repair: the next writer sees the failed code "
         "beside what its examples printed (false: the report only, a fresh attempt)",
     )
