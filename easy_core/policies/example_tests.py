@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import ast
 import doctest
-import re
 from dataclasses import dataclass
 
-_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+from easy_core.executors.python_tool import FENCE
+
 # Between a call and its value in a prose example; longest first, so `==>` is not read as `==`.
 _SAYS = ("should return", "returns", "return", "==>", "=>", "->", "➞", "→", "==", "=")
 MAX_REPORT_CHARS = 800
@@ -67,7 +67,7 @@ class ExampleTests:
 def example_tests(instruction: str) -> ExampleTests | None:
     """The docstring examples of the last function in the instruction's ```python block (the
     one a stub asks for, after any helpers), or None when there is no stub or no example."""
-    block = _FENCE.search(instruction)
+    block = FENCE.search(instruction)
     if block is None:
         return None
     stub = block.group(1)

@@ -6,8 +6,9 @@ arithmetic wrong and programs right: exact arithmetic comes from the interpreter
 A code subtask whose stub shows examples in its docstring is written by the same cheapest
 capable coder, and the python tool runs the examples against the function it wrote (a test
 step; `example_tests`). Code that fails them is rewritten in the next milestone by another
-writer, shown its code and the failing report (self-debugging with visible tests); once no
-untried writer is left, the last candidate is the answer.
+writer told what the examples printed (and shown the failed code when
+`policies.repair_shows_code`: self-debugging with visible tests); once no untried writer is
+left, the last candidate is the answer.
 
 Other subtasks are `greedy`'s. A program that fails (it raised, or printed nothing) is rewritten
 in the next milestone by another writer, told the error; once every useful writer has failed,
@@ -221,16 +222,15 @@ class _TestHistory:
 def _test_history(state: EpisodeState, sub_id: str, python: str) -> _TestHistory:
     history = _TestHistory()
     for milestone in state.milestones:
-        by_id = dict(zip((s.id for s in milestone.plan.steps), milestone.plan.steps, strict=True))
-        outputs = {r.step_id: r for r in milestone.results}
-        for step, result in zip(milestone.plan.steps, milestone.results, strict=True):
+        ran = {s.id: (s, r) for s, r in zip(milestone.plan.steps, milestone.results, strict=True)}
+        for step, result in ran.values():
             if step.executor != python or step.covers or len(step.depends_on) != 1:
                 continue
-            written = by_id.get(step.depends_on[0])
+            written, code = ran.get(step.depends_on[0], (None, None))
             if written is None or written.covers != [sub_id]:
                 continue
             history.writers.append(written.executor)
-            history.code = outputs[written.id].output if written.id in outputs else ""
+            history.code = code.output
             history.report = (
                 None if result.status == "ok" else (result.output or result.error or "")
             )
