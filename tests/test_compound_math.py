@@ -7,7 +7,7 @@ import pytest
 
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
-from easy_core.core.schemas import DomainCapability, StepRequest, StepResult
+from easy_core.core.schemas import DomainCapability, StepRequest, StepResult, Task
 from easy_core.executors.pool import ExecutorPool
 from easy_core.policies.batch import run_episodes
 from easy_core.runtime.episode import EpisodeRunner
@@ -105,3 +105,14 @@ def test_a_persons_compound_question_becomes_parts_and_a_combining_step() -> Non
     assert CompoundMathSuite.check(task, "Answer: 408; 12; -2") is False
     with pytest.raises(ConfigError, match="2 to 6 parts"):
         CompoundMathSuite().from_question("What is 2 + 2?")
+
+
+def test_a_task_as_asked_is_parsed_back_into_the_same_parts() -> None:
+    suite = CompoundMathSuite()
+    for task in suite.tasks("test", 5, 0):
+        again = suite.from_question(suite.question_of(task))
+
+        def words(t: Task) -> list[str]:  # a person's parts come stripped of edge whitespace
+            return [" ".join(s.instruction.split()) for s in t.subtasks[:-1]]
+
+        assert words(again) == words(task)

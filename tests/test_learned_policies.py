@@ -163,6 +163,10 @@ def test_prefix_cache_is_an_lru_bounded_in_tokens() -> None:
     assert not cache.touch("c", 40)  # evicts b, the least recent
     assert "b" not in cache and "a" in cache and "c" in cache
     assert not cache.touch("huge", 1000) and "huge" not in cache
+    # bounded in prompts too: a server that keeps only its last prompt
+    last = PrefixCache(10_000, max_entries=1)
+    assert not last.touch("a", 60) and last.touch("a", 60)
+    assert not last.touch("b", 60) and "a" not in last and not last.touch("a", 60)
 
 
 def test_prefix_ordering_raises_hits_and_serves_every_step(params: Params) -> None:

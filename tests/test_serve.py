@@ -353,7 +353,7 @@ def test_an_executor_server_killed_mid_load_falls_back_and_nothing_hangs(tmp_pat
                 return await driving
 
             results, errors, wall = asyncio.run(load())
-    assert errors == 0 and len(results) == 40
+    assert not errors and len(results) == 40
     steps = [s for r in results for m in r["milestones"] for s in m["steps"]]
     assert any(s["executor"] == "remote-a" and s["status"] == "ok" for s in steps)  # before
     assert any(s["executor"] == "remote-b" and s["attempts"] > 1 for s in steps)  # fell back
@@ -378,3 +378,33 @@ def test_the_kubernetes_manifest_matches_the_server(params: Params) -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert container["env"][0]["name"] == "EASY_API_KEYS"
     assert service["spec"]["ports"][0]["targetPort"] == container["ports"][0]["name"]
+
+
+LLAMA_LOG = """\
+INFO:     127.0.0.1:46532 - "POST /v1/chat/completions HTTP/1.1" 200 OK
+llama_perf_context_print: prompt eval time =       0.06 ms /    53 tokens (    0.00 ms per token)
+llama_perf_context_print:        eval time =      66.55 ms /     1 runs   (   66.55 ms per token)
+Llama.generate: 44 prefix-match hit, remaining 9 prompt tokens to eval
+llama_perf_context_print: prompt eval time =     291.37 ms /     9 tokens (   32.37 ms per token)
+llama_perf_context_print:        eval time =     148.92 ms /     2 runs   (   74.46 ms per token)
+"""
+
+
+def test_the_prefix_cache_hit_rate_is_read_from_what_the_servers_append(tmp_path: Path) -> None:
+    """Lines of llama-cpp-python's server as it writes them (a cold prompt of 53 tokens, then one
+    reusing 44): reused over all prompt tokens, counting only what came after the mark."""
+    from easy_core.benchmarks.serve_bench import ServerLogs, prefix_cache_tokens
+    from easy_core.core.errors import ConfigError
+
+    assert prefix_cache_tokens(LLAMA_LOG) == (44, 62)
+    log = tmp_path / "llama.log"
+    log.write_text("Llama.generate: 500 prefix-match hit, remaining 1 prompt tokens to eval\n")
+    logs = ServerLogs([log])
+    assert logs.hit_rate() is None  # nothing appended yet
+    with log.open("a") as f:
+        f.write(LLAMA_LOG)
+    assert logs.hit_rate() == pytest.approx(44 / (44 + 62))
+    logs.mark()
+    assert logs.hit_rate() is None
+    with pytest.raises(ConfigError, match="ladder-up.sh"):
+        ServerLogs([tmp_path / "missing.log"])

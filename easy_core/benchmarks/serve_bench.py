@@ -7,25 +7,35 @@ and P95 request latency at the client, the front's own time per request (the ser
 a request's arrival to its response, parsing, checks, task building and serialising included,
 less the episode's makespan; and the client's latency less the makespan, which adds the
 client library, HTTP and the loopback both ways; P50s), and
-the most any request spent as a share of its budget (it must never pass 1)."""
+the most any request spent as a share of its budget (it must never pass 1). Errors are counted
+by kind (exception class and HTTP status), so a failed request says why.
+
+On llama.cpp servers (`server_logs`: the logs `infra/local/ladder-up.sh` writes), the
+prefix-cache hit rate of each run comes from the servers' own lines: llama-cpp-python prints
+`N prefix-match hit, remaining M prompt tokens to eval` when a prompt reuses the KV state of the
+one before it, and `prompt eval time = ... / M tokens` for what it evaluated; the hit rate is
+the reused prompt tokens over all prompt tokens of the run."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from easy_core.core.errors import ConfigError
 from easy_core.core.stats import quantile
 from easy_core.world.suites.sim import generate_task
 
@@ -131,6 +141,50 @@ class LoadRow:
     client_front_p50_ms: float
     max_spend_share: float
     wall_s: float
+    error_kinds: str = ""
+    prefix_hit_rate: float | None = None  # reused / all prompt tokens, from the servers' logs
+
+
+_PREFIX_HIT = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
+_FULL_HIT = "full prompt already cached"
+_PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+
+
+def prefix_cache_tokens(log: str) -> tuple[int, int]:
+    """(prompt tokens reused from the KV cache, prompt tokens evaluated) in llama-cpp-python
+    server log text."""
+    reused = sum(int(m.group(1)) for m in _PREFIX_HIT.finditer(log))
+    evaluated = sum(int(m.group(1)) for m in _PROMPT_EVAL.finditer(log))
+    return reused, evaluated
+
+
+class ServerLogs:
+    """What llama.cpp servers append to their logs between `mark` and `hit_rate`."""
+
+    def __init__(self, paths: Sequence[Path]):
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise ConfigError(
+                f"server log {missing[0]} does not exist: start the ladder with "
+                "infra/local/ladder-up.sh (its logs are EASY_STATE_DIR/ladder-*/llama.log)"
+            )
+        self.paths = list(paths)
+        self.offsets = {p: p.stat().st_size for p in self.paths}
+
+    def mark(self) -> None:
+        self.offsets = {p: p.stat().st_size for p in self.paths}
+
+    def appended(self) -> str:
+        parts = []
+        for path, offset in self.offsets.items():
+            with path.open("rb") as f:
+                f.seek(offset)
+                parts.append(f.read().decode("utf-8", "replace"))
+        return "\n".join(parts)
+
+    def hit_rate(self) -> float | None:
+        reused, evaluated = prefix_cache_tokens(self.appended())
+        return reused / (reused + evaluated) if reused + evaluated else None
 
 
 def questions(suite: str, n: int, seed: int = 0) -> list[str]:
@@ -141,7 +195,11 @@ def questions(suite: str, n: int, seed: int = 0) -> list[str]:
     from easy_core.core.params import Params
     from easy_core.world.suites import get_suite
 
-    tasks = get_suite(suite, Params()).tasks("test", n, seed)
+    source = get_suite(suite, Params())
+    tasks = source.tasks("test", n, seed)
+    as_asked = getattr(source, "question_of", None)  # a compound task: its parts as asked
+    if as_asked is not None:
+        return [as_asked(t) for t in tasks]
     return [str(t.metadata.get("question") or t.prompt) for t in tasks]
 
 
@@ -155,22 +213,21 @@ async def drive(
     time_limit_s: float = 120.0,
     api_key: str = "none",
     prompts: Sequence[str] | None = None,
-) -> tuple[list[dict], int, float]:
+) -> tuple[list[dict], Counter[str], float]:
     """Poisson arrivals of `n` requests at `rate_rps` (distinct sim test tasks unless `prompts`
-    are given); each request's client latency and `easy` report. Returns (results, errors,
-    wall seconds)."""
+    are given); each request's client latency and `easy` report. Returns (results, errors by
+    kind, wall seconds)."""
     from openai import AsyncOpenAI
 
     # no request is cut short by the client before the run's own bound
     client = AsyncOpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, timeout=time_limit_s)
     rng = random.Random(seed)
     results: list[dict] = []
-    errors = 0
+    errors: Counter[str] = Counter()
 
     texts = list(prompts) if prompts is not None else questions("sim", n, seed)
 
     async def one(index: int) -> None:
-        nonlocal errors
         body = {} if max_cost_usd is None else {"max_cost_usd": max_cost_usd}
         started = time.monotonic()
         try:
@@ -180,8 +237,9 @@ async def drive(
                 extra_body=body,
             )
             response = raw.parse()
-        except Exception:  # any refusal or fault counts as an error of the run
-            errors += 1
+        except Exception as exc:  # any refusal or fault counts as an error of the run
+            status = getattr(exc, "status_code", None)
+            errors[type(exc).__name__ + (f" {status}" if status else "")] += 1
             return
         report = (response.model_extra or {})["easy"]
         results.append(
@@ -210,7 +268,14 @@ async def drive(
 
 
 def load_row(
-    release: str, load: str, rate: float, n: int, results: list[dict], errors: int, wall: float
+    release: str,
+    load: str,
+    rate: float,
+    n: int,
+    results: list[dict],
+    errors: Counter[str],
+    wall: float,
+    prefix_hit_rate: float | None = None,
 ) -> LoadRow:
     latencies = [r["latency_s"] for r in results] or [float("nan")]
     front = [r["http_server_s"] - r["makespan_s"] for r in results] or [float("nan")]
@@ -222,7 +287,7 @@ def load_row(
         rate_rps=rate,
         n=n,
         completed=len(results),
-        errors=errors,
+        errors=sum(errors.values()),
         throughput_rps=len(results) / wall,
         p50_s=quantile(latencies, 0.5),
         p95_s=quantile(latencies, 0.95),
@@ -230,6 +295,8 @@ def load_row(
         client_front_p50_ms=1000 * quantile(client_front, 0.5),
         max_spend_share=max(spend, default=0.0),
         wall_s=wall,
+        error_kinds=", ".join(f"{kind} x{count}" for kind, count in sorted(errors.items())),
+        prefix_hit_rate=prefix_hit_rate,
     )
 
 
@@ -244,35 +311,50 @@ def serve_benchmark(
     params: str | Path | None = None,
     suite: str = "sim",
     time_limit_s: float = 600.0,
+    extra_overrides: Sequence[str] = (),
+    server_logs: Sequence[Path] = (),
 ) -> list[LoadRow]:
     """Every release rule at every load, each on a fresh server (same tasks, same arrivals)."""
     rows = []
     prompts = questions(suite, n, seed)
+    logs = ServerLogs(server_logs) if server_logs else None
     for release in releases:
         overrides = [
             f"serve.release={release}",
             f"sim.time_scale={time_scale}",
             f"serve.suite={suite}",
+            *extra_overrides,
         ]
         with ServerProcess(pool, overrides, policy=model, params=params) as server:
             for load, rate in loads:
+                if logs is not None:
+                    logs.mark()
                 results, errors, wall = asyncio.run(
                     drive(server.url, model, rate, n, seed, None, time_limit_s, prompts=prompts)
                 )
-                rows.append(load_row(release, load, rate, n, results, errors, wall))
+                hit_rate = logs.hit_rate() if logs is not None else None
+                rows.append(load_row(release, load, rate, n, results, errors, wall, hit_rate))
     return rows
 
 
 def serve_markdown(rows: Sequence[LoadRow]) -> str:
-    lines = [
+    logged = any(r.prefix_hit_rate is not None for r in rows)
+    header = (
         "| release | load | rate req/s | n | completed | errors | throughput req/s | P50 s | "
-        "P95 s | front P50 ms (server) | client - makespan P50 ms | max spend / budget |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+        "P95 s | front P50 ms (server) | client - makespan P50 ms | max spend / budget |"
+    )
+    rule = "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    lines = [header + (" prefix-cache hit rate |" if logged else ""), rule + ("---:|" * logged)]
     for r in rows:
-        lines.append(
+        line = (
             f"| {r.release} | {r.load} | {r.rate_rps:g} | {r.n} | {r.completed} | {r.errors} | "
             f"{r.throughput_rps:.3g} | {r.p50_s:.3f} | {r.p95_s:.3f} | {r.front_p50_ms:.2f} | "
             f"{r.client_front_p50_ms:.2f} | {r.max_spend_share:.3f} |"
         )
-    return "\n".join(lines) + "\n"
+        if logged:
+            rate = "-" if r.prefix_hit_rate is None else f"{r.prefix_hit_rate:.3f}"
+            line += f" {rate} |"
+        lines.append(line)
+    kinds = [f"{r.release} {r.load}: {r.error_kinds}" for r in rows if r.error_kinds]
+    notes = "".join(f"\nerrors, {k}" for k in kinds) + ("\n" if kinds else "")
+    return "\n".join(lines) + "\n" + notes

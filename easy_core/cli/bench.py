@@ -186,10 +186,25 @@ def bench_serve(
         str, typer.Option(help="what requests ask: sim tasks, or math/research test questions")
     ] = "sim",
     seed: Annotated[int, typer.Option()] = 0,
+    server_set: Annotated[
+        list[str] | None,
+        typer.Option(help="KEY=VALUE params override for the served process (repeatable)"),
+    ] = None,
+    server_logs: Annotated[
+        str,
+        typer.Option(
+            help="llama.cpp server logs, comma-separated (.prefect-local/ladder-*/llama.log): "
+            "each run's prefix-cache hit rate from their lines"
+        ),
+    ] = "",
+    time_limit: Annotated[
+        float, typer.Option(help="the most one run (one load, all its requests) may take, s")
+    ] = 600.0,
     params_path: ParamsOption = None,
 ) -> None:
     """`easy serve` under Poisson load from the official openai client, one fresh server per
-    release rule: throughput, P50/P95 latency, errors, the front's own time, spend / budget."""
+    release rule: throughput, P50/P95 latency, errors by kind, the front's own time, spend /
+    budget, and on llama.cpp the prefix-cache hit rate from the servers' logs."""
     from easy_core.benchmarks.serve_bench import serve_benchmark, serve_markdown
     from easy_core.runtime.dispatcher import RULES
 
@@ -207,6 +222,9 @@ def bench_serve(
         seed,
         params_path,
         suite,
+        time_limit,
+        server_set or (),
+        [Path(p.strip()) for p in server_logs.split(",") if p.strip()],
     )
     print(serve_markdown(rows), end="")
 

@@ -593,6 +593,12 @@ class ServeParams(_Section):
     prefix_cache_tokens: int = Field(
         4000, ge=0, description="prefix release: the prefix cache of one executor it models"
     )
+    prefix_cache_entries: int | None = Field(
+        None,
+        ge=1,
+        description="prefix release: prompts one executor's cache holds (None: bounded in "
+        "tokens only; 1 for llama-cpp-python's server, which reuses only its last prompt)",
+    )
     max_bypass: int = Field(8, ge=0, description="prefix release: times a step may be passed")
     coact_contrast: float = Field(
         1.0, ge=0, description="coact: weight of similarity to other workers' paths"

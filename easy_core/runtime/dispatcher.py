@@ -158,8 +158,9 @@ class PrefixRule(ReleaseRule):
 
     name = "prefix"
 
-    def __init__(self, cache_tokens: int, max_bypass: int):
+    def __init__(self, cache_tokens: int, max_bypass: int, cache_entries: int | None = None):
         self.cache_tokens = cache_tokens
+        self.cache_entries = cache_entries
         self.max_bypass = max_bypass
         self.caches: dict[str, PrefixCache] = {}
         self.hits = 0
@@ -168,7 +169,7 @@ class PrefixRule(ReleaseRule):
     def _cache(self, lane: ExecutorLane) -> PrefixCache:
         cache = self.caches.get(lane.name)
         if cache is None:
-            cache = self.caches[lane.name] = PrefixCache(self.cache_tokens)
+            cache = self.caches[lane.name] = PrefixCache(self.cache_tokens, self.cache_entries)
         return cache
 
     def choose(
@@ -356,7 +357,7 @@ def make_rule(
     if name == "tail_risk":
         return TailRiskRule(release)
     if name == "prefix":
-        return PrefixRule(serve.prefix_cache_tokens, serve.max_bypass)
+        return PrefixRule(serve.prefix_cache_tokens, serve.max_bypass, serve.prefix_cache_entries)
     if name == "coact":
         return CoActRule(embed or _minilm, serve.coact_contrast, serve.coact_path)
     raise ConfigError(f"unknown release rule {name!r}; known: {', '.join(RULES)}")

@@ -23,10 +23,12 @@ from typing import Protocol
 
 
 class PrefixCache:
-    """An LRU cache of prompt prefixes, bounded in tokens."""
+    """An LRU cache of prompt prefixes, bounded in tokens and, if `max_entries` is set, in
+    prompts (llama-cpp-python's server without its RAM cache keeps exactly one: the last)."""
 
-    def __init__(self, capacity_tokens: int):
+    def __init__(self, capacity_tokens: int, max_entries: int | None = None):
         self.capacity = capacity_tokens
+        self.max_entries = max_entries
         self.entries: OrderedDict[str, int] = OrderedDict()
         self.used = 0
 
@@ -40,7 +42,9 @@ class PrefixCache:
             return True
         if tokens > self.capacity:
             return False
-        while self.used + tokens > self.capacity:
+        while self.used + tokens > self.capacity or (
+            self.max_entries is not None and len(self.entries) >= self.max_entries
+        ):
             _, size = self.entries.popitem(last=False)
             self.used -= size
         self.entries[key] = tokens

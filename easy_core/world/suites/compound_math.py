@@ -82,6 +82,13 @@ class CompoundMathSuite:
             "test", 0, 0, 0, [("", 0, {"question": p, "answer": ""}) for p in parts], difficulty=3
         ).model_copy(update={"id": "math-compound-question", "answer": "", "metadata": {}})
 
+    @staticmethod
+    def question_of(task: Task) -> str:
+        """The task as a person would ask it (`Part 1: ...` lines), which `from_question` turns
+        back into the same parts: what a load test sends to `easy serve`."""
+        body = task.prompt.split("\n", 1)[1]  # after "Solve every part."
+        return body.rsplit("\nAnswer with all results", 1)[0]
+
     def _task(
         self,
         split: str,
