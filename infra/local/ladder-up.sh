@@ -10,6 +10,9 @@
 #   Qwen2.5-Coder-0.5B      on 8089 (qwen2.5-coder-0.5b)
 #   Qwen2.5-Coder-1.5B      on 8090 (qwen2.5-coder-1.5b)
 # configs/pools/cpu-ladder.yaml expects these ports (LADDER_PORTS="P1 P2 P3" moves them).
+# The servers run at niceness LADDER_NICE (10 by default): on a machine they share with easy's own
+# processes (the CLI, `easy serve`, a load driver), a request's few milliseconds of Python then
+# do not wait behind three model processes that keep both cores busy; alone, they run as fast.
 # Prints each server's base URL. EASY_STATE_DIR holds the logs and pids;
 # infra/local/ladder-down.sh stops them.
 set -euo pipefail
@@ -19,5 +22,6 @@ read -r -a ports <<< "${LADDER_PORTS:-8088 8089 8090}"
 models=(smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
 for i in 0 1 2; do
   LLAMA_MODEL="${models[$i]}" LLAMA_PORT="${ports[$i]}" LLAMA_CACHE="${LADDER_RAM_CACHE:-false}" LLAMA_THREADS=1 \
+    LLAMA_NICE="${LADDER_NICE:-10}" \
     EASY_STATE_DIR="$state/ladder-${models[$i]}" infra/local/llama-up.sh
 done
