@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from easy_core.core.params import ResilienceParams
@@ -180,6 +180,8 @@ def test_cancelled_step_waiting_for_a_slot_costs_nothing():
 
 @settings(max_examples=40, deadline=None)
 @given(random_dags(min_nodes=2, max_nodes=20), st.integers(1, 3), st.integers(0, 10_000))
+# two steps that free their slots at the same instant, with three steps ready behind them
+@example(steps=[("s0", []), ("s1", [])], limit=3, seed=737)
 def test_timer_fast_path_and_task_path_give_identical_results(steps, limit, seed):
     import random
 

@@ -157,6 +157,7 @@ class _Schedule(PlanSchedule):
         self.engine = engine
         self.in_flight: dict[str, _Flight] = {}
         self._downstream: dict[str, float] | None = None
+        self._arrived: list[tuple[int, float, _Flight, StepResult]] = []
 
     # ---------------------------------------------------------------- scheduling
 
@@ -228,10 +229,27 @@ class _Schedule(PlanSchedule):
         else:
             self._start_task(flight)
 
-    def _complete(self, flight: _Flight, result: StepResult) -> None:
-        """A call ended (on the loop): settle it and free its slot; then retry or fall back if
-        it failed and attempts are left, else record the step and schedule what is ready."""
+    def _arrive(self, flight: _Flight, result: StepResult) -> None:
+        """A call ended (on the loop). Calls that end at the same instant are settled together,
+        in plan order, once the loop has reported them all: which of them frees its slot first,
+        and so which waiting step starts, must not depend on the order the loop runs their
+        callbacks in (asyncio's timer heap does not keep ties in order). Elsewhere a call
+        waits only until the callbacks already due have run."""
         now = self.clock.time()
+        if not self._arrived:
+            self.clock.call_at(now, self._settle_arrived)
+        self._arrived.append((self.index[flight.step.id], now, flight, result))
+
+    def _settle_arrived(self) -> None:
+        arrived, self._arrived = self._arrived, []
+        arrived.sort(key=lambda entry: entry[0])
+        for _, now, flight, result in arrived:
+            if self.in_flight.get(flight.step.id) is flight:  # not cut off at the deadline
+                self._complete(flight, result, now)
+
+    def _complete(self, flight: _Flight, result: StepResult, now: float) -> None:
+        """Settle a call that ended at `now` and free its slot; then retry or fall back if
+        it failed and attempts are left, else record the step and schedule what is ready."""
         step = flight.step
         if flight.first_started is None:
             flight.first_started = flight.started if flight.started is not None else now
@@ -412,7 +430,7 @@ class _Schedule(PlanSchedule):
             if result.latency_s > timeout:
                 result = self._timed_out(flight, timeout)
             flight.timer = clock.call_at(
-                flight.started + min(result.latency_s, timeout), self._complete, flight, result
+                flight.started + min(result.latency_s, timeout), self._arrive, flight, result
             )
 
         flight.start = start
@@ -447,7 +465,7 @@ class _Schedule(PlanSchedule):
 
         flight.task = loop.create_task(run_async())
         flight.task.add_done_callback(
-            lambda task_: None if task_.cancelled() else self._complete(flight, task_.result())
+            lambda task_: None if task_.cancelled() else self._arrive(flight, task_.result())
         )
 
     def _executor_error(self, flight: _Flight, exc: Exception) -> StepResult:
@@ -472,6 +490,7 @@ class _Schedule(PlanSchedule):
                 tasks.append(flight.task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._settle_arrived()  # calls that ended before the deadline keep their results
         flights = list(self.in_flight.values())  # a task may have finished in the meantime
         # Leave the queues first, so freed slots are not handed to steps being cancelled.
         for flight in flights:
