@@ -47,6 +47,12 @@ def test_dvc_repro_runs_once_then_only_what_changed(tmp_path):
     params = yaml.safe_load((repo / "params.yaml").read_text())
     for section, values in SMALL.items():
         params[section].update(values)
+    # This test is about what re-runs, not what is measured: one pool, and no episodes of the
+    # trained orchestrator (dvc.yaml's deps still tie evaluate to models/), keep every stage
+    # and dependency while the four evaluations stay short; the pipeline flow's test
+    # evaluates both checkpoints on both pools.
+    params["evaluate"]["pools"] = params["evaluate"]["pools"][:1]
+    params["evaluate"]["orchestrator_n"] = 0
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com"]
     for cmd in (

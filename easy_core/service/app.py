@@ -16,8 +16,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from easy_core.core.schemas import Task
 from easy_core.service.auth import authorized
@@ -64,6 +66,64 @@ def _field(loc: tuple[Any, ...]) -> str | None:
     return text
 
 
+class _Guard:
+    """Before routing: a body over MAX_BODY_BYTES is a 413, a `/v1/` request without a valid
+    key a 401. Around it: a fault of ours is logged and answered with a 500 that says nothing
+    of it, and every response carries `x-easy-server-ms`, the time from the request's arrival
+    to its response's start (parsing, checks, the episode and serialising included; the load
+    benchmark subtracts the makespan). A plain ASGI middleware: Starlette's `@app.middleware`
+    wraps every request in a task group and a body stream, which is most of the front's own
+    time per request."""
+
+    def __init__(self, app: ASGIApp, keys: list[str] | None):
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        length = headers.get("content-length")
+        refusal = None
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            refusal = _error(
+                413, f"the body is larger than {MAX_BODY_BYTES} bytes", "invalid_request_error"
+            )
+        elif (
+            self.keys is not None
+            and scope["path"].startswith("/v1/")
+            and not authorized(headers.get("authorization"), self.keys)
+        ):
+            refusal = _error(
+                401,
+                "missing or wrong API key: send `Authorization: Bearer KEY` with a key "
+                "from the server's EASY_API_KEYS",
+                "authentication_error",
+                code="invalid_api_key",
+            )
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        started = time.perf_counter()
+        response_started = False
+
+        async def stamped(message: Message) -> None:
+            nonlocal response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+                elapsed_ms = 1000 * (time.perf_counter() - started)
+                MutableHeaders(scope=message).append("x-easy-server-ms", f"{elapsed_ms:.3f}")
+            await send(message)
+
+        try:
+            await self.app(scope, receive, stamped)
+        except Exception:  # a fault of ours: log it, say nothing of it
+            log.exception("fault while serving %s %s", scope["method"], scope["path"])
+            if not response_started:
+                await _error(500, "internal server error", "server_error")(scope, receive, send)
+
+
 def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
     """The app over one service. `keys`: the accepted client keys; None serves without keys
     (`--no-auth`, for a local endpoint)."""
@@ -75,32 +135,7 @@ def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
         responses=_ERRORS,
     )
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next: Any) -> Any:
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return _error(
-                413, f"the body is larger than {MAX_BODY_BYTES} bytes", "invalid_request_error"
-            )
-        needs_key = keys is not None and request.url.path.startswith("/v1/")
-        if needs_key and not authorized(request.headers.get("authorization"), keys or []):
-            return _error(
-                401,
-                "missing or wrong API key: send `Authorization: Bearer KEY` with a key "
-                "from the server's EASY_API_KEYS",
-                "authentication_error",
-                code="invalid_api_key",
-            )
-        started = time.perf_counter()
-        try:
-            response = await call_next(request)
-        except Exception:  # a fault of ours: log it, say nothing of it
-            log.exception("fault while serving %s %s", request.method, request.url.path)
-            return _error(500, "internal server error", "server_error")
-        # the time from the request's arrival to its response's start, parsing, checks, the
-        # episode and serialising included (the load benchmark subtracts the makespan)
-        response.headers["x-easy-server-ms"] = f"{1000 * (time.perf_counter() - started):.3f}"
-        return response
+    app.add_middleware(_Guard, keys=keys)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -155,7 +190,9 @@ def create_app(service: CompletionService, keys: list[str] | None) -> FastAPI:
     )
     async def chat_completions(body: ChatCompletionRequest) -> Any:
         if not body.stream:
-            return await service.complete(body)
+            # Serialised here: FastAPI would validate the finished completion again first.
+            result = await service.complete(body)
+            return Response(result.model_dump_json(), media_type="application/json")
         resolved = service.task_of(body)  # refuse before the stream starts, with a status
         return StreamingResponse(_stream(service, body, resolved), media_type="text/event-stream")
 
