@@ -5,6 +5,7 @@ SIGTERM's drain. The pool is sim-default with its world 50x faster than modelled
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sys
 import time
@@ -408,3 +409,15 @@ def test_the_prefix_cache_hit_rate_is_read_from_what_the_servers_append(tmp_path
     assert logs.hit_rate() is None
     with pytest.raises(ConfigError, match="ladder-up.sh"):
         ServerLogs([tmp_path / "missing.log"])
+
+
+def test_the_front_benchmark_times_the_front_apart_from_the_episode(params: Params) -> None:
+    """`easy bench front`: compound questions through the app in process; the front's time is
+    the server's header less the episode's real time, so it is positive and below what the
+    client sees on top of the same episode."""
+    result = CliRunner().invoke(application.app, ["bench", "front", "--n", "3"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert figures["n"] == 3 and figures["suite"] == "math-compound"
+    assert figures["steps_per_request"] >= 4  # 3 to 6 parts and the combining step
+    assert 0 < figures["server_p50_ms"] < figures["client_p50_ms"]

@@ -229,6 +229,25 @@ def bench_serve(
     print(serve_markdown(rows), end="")
 
 
+@bench_app.command("front")
+@user_errors
+def bench_front(
+    pool: Annotated[Path, typer.Option(help="pool YAML (a sim pool)")] = Path(
+        "configs/pools/sim-default.yaml"
+    ),
+    suite: Annotated[str, typer.Option(help="what requests ask")] = "math-compound",
+    model: Annotated[str, typer.Option(help="the policy requests ask for")] = "greedy",
+    n: Annotated[int, typer.Option(min=1, max=2000, help="requests")] = 40,
+    params_path: ParamsOption = None,
+) -> None:
+    """The front's own time per request of `easy serve`, in process (ASGI, virtual time, one
+    request at a time): the code's cost apart from the machine's load."""
+    from easy_core.benchmarks.front_bench import front_benchmark
+
+    figures = front_benchmark(pool, resolve_params(params_path), suite, model, n)
+    print(json.dumps(figures.__dict__, indent=2))
+
+
 @bench_app.command("plans")
 @user_errors
 def bench_plans(
