@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 
+from easy_core.benchmarks.serve_bench import questions
 from easy_core.core.clock import VirtualTimeLoop
 from easy_core.core.params import Params
 from easy_core.core.stats import quantile
 from easy_core.service.app import create_app
 from easy_core.service.completions import CompletionService
-from easy_core.world.suites import get_suite
 
 WARM_UP = 5  # first requests pay imports and caches
 
@@ -55,9 +55,7 @@ def front_benchmark(
         }
     )
     service = CompletionService.from_pool_file(pool, serving)
-    questions_of = get_suite(suite, serving)
-    question_of = getattr(questions_of, "question_of", lambda task: task.prompt)
-    questions = [question_of(task) for task in questions_of.tasks("test", n + WARM_UP, seed)]
+    asked = questions(suite, n + WARM_UP, seed)  # what `easy bench serve` sends
     inside: list[float] = []
     run_episode = service.runner.run
 
@@ -74,7 +72,7 @@ def front_benchmark(
         transport = httpx.ASGITransport(app=create_app(service, None))
         server, client, steps = [], [], []
         async with httpx.AsyncClient(transport=transport, base_url="http://front") as http:
-            for question in questions:
+            for question in asked:
                 started = time.perf_counter()
                 response = await http.post(
                     "/v1/chat/completions",
