@@ -291,3 +291,27 @@ def test_hot_executor_sampling_scales_and_trains_only_the_executor_names(
         assert allowed[ids[i]]  # the teacher's plan is in the schema
         scaled = torch.allclose(out[0][allowed], 2.0 * scores[0][allowed])
         assert scaled == bool(marked), (i, tokenizer.decode(ids[: i + 1]))
+
+
+def test_copies_of_a_prompt_share_one_prefill_and_generate_as_repeated_rows() -> None:
+    """`generate_ids(..., copies=k)` prefills each prompt once and repeats its KV cache: greedy
+    answers equal those of the prompt listed k times, left padding (prompts of different
+    lengths) included, free and under a schema."""
+    from easy_core.executors.hf_models import load_causal_lm
+    from easy_core.policies.llm import chat_prompt_ids, generate_ids
+
+    model, tokenizer = load_causal_lm("smollm2-135m")
+    prompts = [
+        chat_prompt_ids(tokenizer, [{"role": "user", "content": text}])
+        for text in ("Name three prime numbers.", "Say hi.")
+    ]
+    assert len(prompts[0]) != len(prompts[1])
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 12}}}
+    for schemas in ([None, None], [schema, schema]):
+        shared = generate_ids(model, tokenizer, prompts, schemas, 16, 0.0, copies=3)
+        repeated = [p for p in prompts for _ in range(3)]
+        alone = generate_ids(
+            model, tokenizer, repeated, [s for s in schemas for _ in range(3)], 16, 0.0
+        )
+        assert shared == alone
+        assert shared[0] != shared[3]  # the two prompts' rows did not trade places

@@ -591,14 +591,21 @@ def test_grpo_signal_scores_sampled_groups_with_the_reward_hook(
     groups: list[int] = []
 
     def greedy_plans(
-        model, tokenizer, prompts, schemas, max_new_tokens, temperature, executor_temperature
+        model,
+        tokenizer,
+        prompts,
+        schemas,
+        max_new_tokens,
+        temperature,
+        executor_temperature,
+        copies=1,
     ):
         assert executor_temperature == small.grpo.executor_temperature
         task = reward.tasks[roots[len(groups)]]
-        groups.append(len(prompts))
+        groups.append(len(prompts) * copies)
         episode = reward.runner.run(task, get_policy("greedy"), reward.seed, DiscreteEventClock())
         text = plan_text(run_synchronously(episode).milestones[0].plan)
-        return [tokenizer.encode(text) for _ in prompts]
+        return [tokenizer.encode(text) for _ in range(len(prompts) * copies)]
 
     monkeypatch.setattr(signal, "generate_ids", greedy_plans)
     same = signal.group_signal(small, out, n_prompts=2)

@@ -59,11 +59,12 @@ def group_signal(
         samples = generate_ids(
             model,
             tokenizer,
-            [prompt] * k,
-            [schema] * k,
+            [prompt],
+            [schema],
             config.max_completion_length,
             config.temperature,
             config.executor_temperature,
+            copies=k,
         )
         group = []
         for ids in samples:

@@ -154,11 +154,12 @@ class TreeRollout:
         completions = generate_ids(
             model,
             tokenizer,
-            [ids for ids in prompts for _ in range(n)],
-            [schema for _, schema in inputs for _ in range(n)],
+            prompts,
+            [schema for _, schema in inputs],
             config.max_completion_length,
             config.temperature,
             config.executor_temperature,
+            copies=n,
         )
         return prompts, completions
 

@@ -88,11 +88,14 @@ def generate_ids(
     max_new_tokens: int,
     temperature: float,
     executor_temperature: float | None = None,
+    copies: int = 1,
 ) -> list[list[int]]:
-    """The completion tokens of each prompt, up to and including its end token; the prompts
-    are left-padded into one batch; rows with schemas (all or none) are constrained, and when
-    sampling, their executor names are sampled at `executor_temperature` (default: the
-    temperature)."""
+    """The completion tokens of each prompt, `copies` of them per prompt (rows in order: the
+    first prompt's copies first), each up to and including its end token; the prompts are
+    left-padded into one batch; rows with schemas (one per prompt, all or none) are
+    constrained, and when sampling, their executor names are sampled at `executor_temperature`
+    (default: the temperature). A prompt's copies share one prefill of it: K sibling samples of
+    a tree node read their long prompt once, not K times."""
     import torch
 
     width = max(len(ids) for ids in prompts)
@@ -101,13 +104,20 @@ def generate_ids(
     attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
     sample = temperature > 0
     scale = temperature / executor_temperature if sample and executor_temperature else 1.0
+    rows = [schema for schema in schemas for _ in range(copies)]
     constraint = []
-    if all(schema is not None for schema in schemas):
-        constraint = [SchemaConstraint(schemas, tokenizer, model.config.vocab_size, width, scale)]
+    if all(schema is not None for schema in rows):
+        constraint = [SchemaConstraint(rows, tokenizer, model.config.vocab_size, width, scale)]
     with torch.no_grad():
+        cache = None
+        if copies > 1 and width > 1:
+            cache = shared_prefill(model, input_ids[:, :-1], attention[:, :-1], copies)
+            input_ids = input_ids.repeat_interleave(copies, dim=0)
+            attention = attention.repeat_interleave(copies, dim=0)
         output = model.generate(
             input_ids=input_ids,
             attention_mask=attention,
+            cache=cache,
             max_new_tokens=max_new_tokens,
             do_sample=sample,
             temperature=temperature if sample else None,
@@ -125,6 +135,25 @@ def generate_ids(
         end = next((i + 1 for i, token in enumerate(row) if token in stops), len(row))
         completions.append(row[:end])
     return completions
+
+
+def shared_prefill(model: Any, input_ids: Any, attention: Any, copies: int) -> Any:
+    """The KV cache of the (left-padded) prompt prefixes, each row repeated `copies` times, with
+    the positions generate gives padded rows, so generate goes on from it as from its own."""
+    from transformers import DynamicCache
+
+    positions = (attention.long().cumsum(-1) - 1).masked_fill(attention == 0, 0)
+    cache = DynamicCache(config=model.config)
+    model(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    cache.batch_repeat_interleave(copies)
+    return cache
 
 
 def generate_openai(
