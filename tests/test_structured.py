@@ -296,7 +296,10 @@ def test_hot_executor_sampling_scales_and_trains_only_the_executor_names(
 def test_copies_of_a_prompt_share_one_prefill_and_generate_as_repeated_rows() -> None:
     """`generate_ids(..., copies=k)` prefills each prompt once and repeats its KV cache: greedy
     answers equal those of the prompt listed k times, left padding (prompts of different
-    lengths) included, free and under a schema."""
+    lengths) included, free and under a schema; and its preallocated cache decodes what
+    transformers' own growing cache decodes."""
+    import torch
+
     from easy_core.executors.hf_models import load_causal_lm
     from easy_core.policies.llm import chat_prompt_ids, generate_ids
 
@@ -315,3 +318,14 @@ def test_copies_of_a_prompt_share_one_prefill_and_generate_as_repeated_rows() ->
         )
         assert shared == alone
         assert shared[0] != shared[3]  # the two prompts' rows did not trade places
+    ids = torch.tensor([prompts[0]])
+    with torch.no_grad():
+        plain = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=16,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    free = generate_ids(model, tokenizer, prompts[:1], [None], 16, 0.0)[0]
+    assert free == plain[0, len(prompts[0]) :].tolist()[: len(free)]

@@ -19,7 +19,7 @@ from easy_core.core.params import Params
 from easy_core.learning.tree_grpo import TreeRollout, on_policy_rows, train_tree_grpo
 
 
-def tree_token_figures(params: Params, tasks: int) -> dict[str, float]:
+def tree_token_figures(params: Params, tasks: int) -> dict[str, Any]:
     """Generated orchestrator tokens per leaf, trees against independent episodes."""
     import torch
     from tqdm import tqdm
@@ -33,12 +33,17 @@ def tree_token_figures(params: Params, tasks: int) -> dict[str, float]:
     torch.manual_seed(config.seed)
     tree_tokens = independent = leaves = 0
     returns: list[float] = []
+    per_task: list[dict[str, float]] = []  # the spread behind the total, task by task
     for index in tqdm(range(len(rollout.tasks)), desc="trees and independent episodes"):
         tree = rollout.grow(model, tokenizer, [index])[0]
+        alone = rollout.independent_tokens(model, tokenizer, index, len(tree.leaves))
+        per_task.append(
+            {"leaves": len(tree.leaves), "tree_tokens": tree.tokens(), "independent_tokens": alone}
+        )
         tree_tokens += tree.tokens()
         leaves += len(tree.leaves)
         returns += [n.leaf.reward.total for n in tree.leaves if n.leaf is not None]
-        independent += rollout.independent_tokens(model, tokenizer, index, len(tree.leaves))
+        independent += alone
         # a task takes minutes on CPU: the running figure lets a stopped run still count
         saving = 1 - tree_tokens / max(independent, 1)
         tqdm.write(f"after task {index + 1}: {leaves} leaves, token saving so far {saving:.1%}")
@@ -51,6 +56,7 @@ def tree_token_figures(params: Params, tasks: int) -> dict[str, float]:
         "tokens_per_leaf_independent": independent / leaves,
         "token_saving": 1 - tree_tokens / independent,
         "mean_leaf_return": statistics.fmean(returns),
+        "per_task": per_task,
     }
 
 
@@ -66,7 +72,7 @@ def cpu_hour_figures(params: Params, steps: int) -> dict[str, dict[str, Any]]:
     return runs
 
 
-def markdown(tokens: dict[str, float], runs: dict[str, dict[str, Any]]) -> str:
+def markdown(tokens: dict[str, Any], runs: dict[str, dict[str, Any]]) -> str:
     lines = [
         f"Tokens per leaf ({tokens['tasks']:.0f} tasks, K={tokens['k']:.0f}, "
         f"D={tokens['depth']:.0f}, {tokens['leaves']:.0f} leaves): trees "

@@ -414,6 +414,7 @@ def bench_tree_grpo(
         markdown,
         tree_token_figures,
     )
+    from easy_core.core.storage import atomic_write_text
 
     params = resolve_params(
         params_path,
@@ -428,6 +429,5 @@ def bench_tree_grpo(
     tokens = tree_token_figures(params, tasks)
     runs = {} if skip_training else cpu_hour_figures(params, steps)
     if out_file is not None:
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        out_file.write_text(json.dumps({"tokens": tokens, "runs": runs}, indent=2))
+        atomic_write_text(out_file, json.dumps({"tokens": tokens, "runs": runs}, indent=2))
     print(markdown(tokens, runs))

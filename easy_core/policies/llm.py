@@ -109,9 +109,9 @@ def generate_ids(
     if all(schema is not None for schema in rows):
         constraint = [SchemaConstraint(rows, tokenizer, model.config.vocab_size, width, scale)]
     with torch.no_grad():
-        cache = None
+        cache = preallocated_cache(model, width + max_new_tokens)
         if copies > 1 and width > 1:
-            cache = shared_prefill(model, input_ids[:, :-1], attention[:, :-1], copies)
+            shared_prefill(model, input_ids[:, :-1], attention[:, :-1], copies, cache)
             input_ids = input_ids.repeat_interleave(copies, dim=0)
             attention = attention.repeat_interleave(copies, dim=0)
         output = model.generate(
@@ -137,13 +137,20 @@ def generate_ids(
     return completions
 
 
-def shared_prefill(model: Any, input_ids: Any, attention: Any, copies: int) -> Any:
-    """The KV cache of the (left-padded) prompt prefixes, each row repeated `copies` times, with
-    the positions generate gives padded rows, so generate goes on from it as from its own."""
-    from transformers import DynamicCache
+def preallocated_cache(model: Any, length: int) -> Any:
+    """A KV cache allocated once for `length` positions and written in place: the default
+    cache grows by concatenation, which copies every layer's keys and values at each decoded
+    token (on CPU a large share of decoding a long prompt)."""
+    from transformers import StaticCache
 
+    return StaticCache(config=model.config, max_cache_len=length)
+
+
+def shared_prefill(model: Any, input_ids: Any, attention: Any, copies: int, cache: Any) -> None:
+    """Fills `cache` with the KV states of the (left-padded) prompt prefixes, each row repeated
+    `copies` times, at the positions generate gives padded rows, so generate goes on from it
+    as from its own prefill."""
     positions = (attention.long().cumsum(-1) - 1).masked_fill(attention == 0, 0)
-    cache = DynamicCache(config=model.config)
     model(
         input_ids=input_ids,
         attention_mask=attention,
@@ -152,8 +159,10 @@ def shared_prefill(model: Any, input_ids: Any, attention: Any, copies: int) -> A
         use_cache=True,
         logits_to_keep=1,
     )
-    cache.batch_repeat_interleave(copies)
-    return cache
+    for layer in cache.layers:  # a preallocated layer has no batch_repeat_interleave of its own
+        layer.keys = layer.keys.repeat_interleave(copies, dim=0)
+        layer.values = layer.values.repeat_interleave(copies, dim=0)
+        layer.batch_size *= copies
 
 
 def generate_openai(
