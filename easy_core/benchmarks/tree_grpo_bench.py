@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from easy_core.core.params import Params
+from easy_core.core.stats import ratio_of_sums
 from easy_core.learning.tree_grpo import TreeRollout, on_policy_rows, train_tree_grpo
 
 
@@ -46,7 +47,13 @@ def tree_token_figures(params: Params, tasks: int) -> dict[str, Any]:
         independent += alone
         # a task takes minutes on CPU: the running figure lets a stopped run still count
         saving = 1 - tree_tokens / max(independent, 1)
-        tqdm.write(f"after task {index + 1}: {leaves} leaves, token saving so far {saving:.1%}")
+        tqdm.write(
+            f"task {index + 1}: {len(tree.leaves)} leaves, tree {tree.tokens()} tokens, "
+            f"independent {alone}; so far {leaves} leaves, token saving {saving:.1%}"
+        )
+    share, (low, high) = ratio_of_sums(
+        [t["tree_tokens"] for t in per_task], [t["independent_tokens"] for t in per_task]
+    )
     return {
         "tasks": float(len(rollout.tasks)),
         "k": float(rollout.k),
@@ -54,7 +61,9 @@ def tree_token_figures(params: Params, tasks: int) -> dict[str, Any]:
         "leaves": float(leaves),
         "tokens_per_leaf_tree": tree_tokens / leaves,
         "tokens_per_leaf_independent": independent / leaves,
-        "token_saving": 1 - tree_tokens / independent,
+        "token_saving": 1 - share,
+        # tasks resampled: how far the saving could move on other tasks of the split
+        "token_saving_interval": [1 - high, 1 - low],
         "mean_leaf_return": statistics.fmean(returns),
         "per_task": per_task,
     }
@@ -77,7 +86,9 @@ def markdown(tokens: dict[str, Any], runs: dict[str, dict[str, Any]]) -> str:
         f"Tokens per leaf ({tokens['tasks']:.0f} tasks, K={tokens['k']:.0f}, "
         f"D={tokens['depth']:.0f}, {tokens['leaves']:.0f} leaves): trees "
         f"{tokens['tokens_per_leaf_tree']:.1f}, independent "
-        f"{tokens['tokens_per_leaf_independent']:.1f}, saving {tokens['token_saving']:.1%}",
+        f"{tokens['tokens_per_leaf_independent']:.1f}, saving {tokens['token_saving']:.1%} "
+        f"(95% interval over tasks {tokens['token_saving_interval'][0]:.1%}-"
+        f"{tokens['token_saving_interval'][1]:.1%})",
         "",
         "| run | depth | steps | CPU s | leaves/CPU-h | samples/CPU-h | informative/CPU-h "
         "| leaf return/CPU-h | mean leaf return |",

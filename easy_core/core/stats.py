@@ -47,3 +47,22 @@ def paired_difference(
     means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(diffs.mean()), (float(low), float(high))
+
+
+def ratio_of_sums(
+    numerators: list[float], denominators: list[float], resamples: int = 10_000, seed: int = 0
+) -> tuple[float, tuple[float, float]]:
+    """sum(numerators) / sum(denominators) over paired units (e.g. tasks) and its 95%
+    percentile bootstrap interval, the units resampled with replacement."""
+    import numpy as np
+
+    if len(numerators) != len(denominators) or not numerators:
+        raise ValueError("ratio_of_sums needs two equally long, non-empty lists")
+    top, bottom = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    if bottom.sum() <= 0:
+        raise ValueError("ratio_of_sums needs denominators with a positive sum")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(top), size=(resamples, len(top)))
+    ratios = top[picks].sum(axis=1) / np.maximum(bottom[picks].sum(axis=1), 1e-12)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(top.sum() / bottom.sum()), (float(low), float(high))
