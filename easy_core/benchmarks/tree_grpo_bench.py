@@ -32,35 +32,39 @@ def tree_token_figures(params: Params, tasks: int) -> dict[str, Any]:
     rollout = TreeRollout(small, on_policy_rows(small))
     model, tokenizer = load_causal_lm(config.base_model, config.threads)
     torch.manual_seed(config.seed)
-    tree_tokens = independent = leaves = 0
     returns: list[float] = []
-    per_task: list[dict[str, float]] = []  # the spread behind the total, task by task
+    per_task: list[dict[str, int]] = []  # the spread behind the total, task by task
     for index in tqdm(range(len(rollout.tasks)), desc="trees and independent episodes"):
         tree = rollout.grow(model, tokenizer, [index])[0]
-        alone = rollout.independent_tokens(model, tokenizer, index, len(tree.leaves))
-        per_task.append(
-            {"leaves": len(tree.leaves), "tree_tokens": tree.tokens(), "independent_tokens": alone}
-        )
-        tree_tokens += tree.tokens()
-        leaves += len(tree.leaves)
+        task = {
+            "leaves": len(tree.leaves),
+            "tree_tokens": tree.tokens(),
+            "independent_tokens": rollout.independent_tokens(
+                model, tokenizer, index, len(tree.leaves)
+            ),
+        }
+        per_task.append(task)
         returns += [n.leaf.reward.total for n in tree.leaves if n.leaf is not None]
-        independent += alone
         # a task takes minutes on CPU: the running figure lets a stopped run still count
-        saving = 1 - tree_tokens / max(independent, 1)
-        tqdm.write(
-            f"task {index + 1}: {len(tree.leaves)} leaves, tree {tree.tokens()} tokens, "
-            f"independent {alone}; so far {leaves} leaves, token saving {saving:.1%}"
+        share = sum(t["tree_tokens"] for t in per_task) / max(
+            sum(t["independent_tokens"] for t in per_task), 1
         )
-    share, (low, high) = ratio_of_sums(
-        [t["tree_tokens"] for t in per_task], [t["independent_tokens"] for t in per_task]
-    )
+        tqdm.write(
+            f"task {index + 1}: {task['leaves']} leaves, tree {task['tree_tokens']} tokens, "
+            f"independent {task['independent_tokens']}; so far "
+            f"{sum(t['leaves'] for t in per_task)} leaves, token saving {1 - share:.1%}"
+        )
+    tree_tokens = [t["tree_tokens"] for t in per_task]
+    independent = [t["independent_tokens"] for t in per_task]
+    leaves = sum(t["leaves"] for t in per_task)
+    share, (low, high) = ratio_of_sums(tree_tokens, independent)
     return {
         "tasks": float(len(rollout.tasks)),
         "k": float(rollout.k),
         "depth": float(rollout.depth),
         "leaves": float(leaves),
-        "tokens_per_leaf_tree": tree_tokens / leaves,
-        "tokens_per_leaf_independent": independent / leaves,
+        "tokens_per_leaf_tree": sum(tree_tokens) / leaves,
+        "tokens_per_leaf_independent": sum(independent) / leaves,
         "token_saving": 1 - share,
         # tasks resampled: how far the saving could move on other tasks of the split
         "token_saving_interval": [1 - high, 1 - low],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -43,10 +44,8 @@ def paired_difference(
     if len(before) != len(after) or not before:
         raise ValueError("paired_difference needs two equally long, non-empty lists")
     diffs = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(diffs.mean()), (float(low), float(high))
+    means = diffs[_resampled_units(len(diffs), resamples, seed)].mean(axis=1)
+    return float(diffs.mean()), _percentile_interval(means)
 
 
 def ratio_of_sums(
@@ -61,8 +60,21 @@ def ratio_of_sums(
     top, bottom = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
     if bottom.sum() <= 0:
         raise ValueError("ratio_of_sums needs denominators with a positive sum")
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(top), size=(resamples, len(top)))
+    picks = _resampled_units(len(top), resamples, seed)
     ratios = top[picks].sum(axis=1) / np.maximum(bottom[picks].sum(axis=1), 1e-12)
-    low, high = np.percentile(ratios, [2.5, 97.5])
-    return float(top.sum() / bottom.sum()), (float(low), float(high))
+    return float(top.sum() / bottom.sum()), _percentile_interval(ratios)
+
+
+def _resampled_units(n: int, resamples: int, seed: int) -> Any:
+    """Bootstrap draws: `resamples` rows of `n` unit indices drawn with replacement."""
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+
+
+def _percentile_interval(estimates: Any) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap estimates."""
+    import numpy as np
+
+    low, high = np.percentile(estimates, [2.5, 97.5])
+    return float(low), float(high)
