@@ -291,3 +291,22 @@ def test_discrete_clock_refuses_what_it_cannot_simulate():
     )
     with pytest.raises(TypeError, match="cannot simulate"):
         run_synchronously(coro)
+
+
+def test_the_baseline_table_runs_every_fixed_baseline_without_trained_models(
+    params, tmp_path
+) -> None:
+    """`easy bench baselines` on a fresh checkout: no learned or LLM policy (those need models)."""
+    from easy_core.benchmarks.engine_bench import baseline_table
+    from tests.conftest import SIM_DEFAULT
+
+    missing = params.model_copy(
+        update={"orchestrator": params.orchestrator.model_copy(update={"model": str(tmp_path)})}
+    )
+    rows = baseline_table(missing, SIM_DEFAULT, n=3)
+    assert [(r.policy, r.sequential) for r in rows] == [
+        (name, sequential)
+        for name in ("strongest", "cheapest", "random", "greedy", "oracle")
+        for sequential in (False, True)
+    ]
+    assert all(r.n == 3 for r in rows)

@@ -55,6 +55,22 @@ def test_progress_views_move_through_the_regimes(params: Params, pool) -> None:
     assert view_trusted.trend == pytest.approx(view_trusted.completion - partial.completion)
 
 
+def test_traces_are_written_by_greedy_at_its_own_threshold(params: Params, tmp_path: Path) -> None:
+    """policy_training.trace_greedy_threshold, not the baseline's threshold, decides which
+    executors the trace-writing greedy uses: 0 sends every step to the cheapest capable one."""
+    from easy_core.learning.policy_training import train_policies
+
+    def traced_cost(threshold: float) -> float:
+        knobs = {"trace_policies": ["greedy"], "n_tasks": 30, "trace_greedy_threshold": threshold}
+        tp = params.policy_training.model_copy(update=knobs)
+        path = tmp_path / f"traces-{threshold}.parquet"
+        train_policies(params.model_copy(update={"policy_training": tp}), (), path, None)
+        rows = read_traces(path)
+        return sum(row["cost_usd"] for row in rows) / len(rows)
+
+    assert traced_cost(0.0) < 0.5 * traced_cost(0.95)
+
+
 def test_traces_record_every_step_with_its_dag_position(params: Params, tmp_path: Path) -> None:
     rows = collect_traces(params, SIM_DEFAULT, ["greedy"], 30, seed=3)
     path = write_traces(tmp_path / "t.parquet", rows)
@@ -118,7 +134,7 @@ def test_cost_weight_trades_success_for_cost(trained_params) -> None:
     costs = []
     for weight in (0.5, 4.0, 16.0):
         tuned = params.model_copy(
-            update={"policies": params.policies.model_copy(update={"cost_weight": weight})}
+            update={"policies": params.policies.model_copy(update={"graph_cost_weight": weight})}
         )
         metrics, _ = evaluate(EvalSpec("sim", "graph", SIM_DEFAULT, 150, 0), tuned)
         costs.append(metrics.mean_cost_usd)

@@ -522,7 +522,15 @@ def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params, tmp_p
     assert difference["tasks_better"] == difference["tasks_worse"] == 0
     greedy = result["rows"][2]
     assert greedy["mean_reward"] > result["rows"][0]["mean_reward"]  # 24 tokens hold no plan
-    assert "+0.000" in comparison_markdown(result)
+    [against_greedy] = result["against_baselines"]
+    assert against_greedy["of"] == "b" and against_greedy["against"] == "greedy"
+    assert against_greedy["mean_reward"] == pytest.approx(
+        result["rows"][1]["mean_reward"] - greedy["mean_reward"]
+    )
+    assert against_greedy["ci95"][1] < 0 and against_greedy["tasks_better"] == 0
+    assert result["split"] == "test"
+    text = comparison_markdown(result)
+    assert "+0.000" in text and "b - greedy" in text
     assert comparison_plot([result], tmp_path / "c.png").stat().st_size > 1000
 
 

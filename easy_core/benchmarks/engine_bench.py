@@ -25,7 +25,7 @@ from easy_core.core.schemas import (
 from easy_core.evaluation.evaluator import EvalSpec, evaluate
 from easy_core.executors.pool import BackendContext, ExecutorPool, load_pool
 from easy_core.plans.validation import critical_path_s, plan_graph, width
-from easy_core.policies import POLICIES
+from easy_core.policies.baselines import BASELINES
 from easy_core.policies.batch import run_episodes
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.runtime.local_engine import LocalEngine
@@ -210,8 +210,10 @@ def engine_benchmark(params: Params, runs: int = 5, steps: int = 50, episodes: i
 def baseline_table(
     params: Params, pool_path: str | Path, n: int, seed: int = 0
 ) -> list[EvalMetrics]:
+    """The fixed baselines (not the learned or LLM policies, which need trained models),
+    parallel and sequential, on the same test tasks."""
     rows = []
-    for policy in POLICIES:
+    for policy in BASELINES:
         for sequential in (False, True):
             spec = EvalSpec("sim", policy, pool_path, n, seed, "test", sequential)
             rows.append(evaluate(spec, params)[0])

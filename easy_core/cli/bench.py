@@ -302,6 +302,9 @@ def bench_orchestrators(
     pool: Annotated[list[Path], typer.Option(help="pool YAML, repeated")],
     n: Annotated[int, typer.Option(min=1, help="held-out sim tasks per pool")] = 40,
     seed: Annotated[int, typer.Option()] = 0,
+    split: Annotated[
+        str, typer.Option(help="validation to choose a checkpoint, test to report it")
+    ] = "test",
     baselines: Annotated[
         str, typer.Option(help="comma-separated baseline policies on the same tasks")
     ] = "greedy,strongest,cheapest,oracle",
@@ -317,7 +320,8 @@ def bench_orchestrators(
 ) -> None:
     """LLM orchestrator checkpoints (`easy` policy, e.g. SFT then GRPO) and baselines on the
     same held-out sim tasks: success, cost, makespan, mean reward, and the per-task difference
-    in mean reward of the last checkpoint against the first with its 95% interval."""
+    in mean reward of the last checkpoint against the first and against each baseline, with
+    its 95% interval."""
     from easy_core.core.errors import ConfigError
     from easy_core.core.storage import atomic_write_text, write_json
     from easy_core.evaluation.checkpoint_comparison import (
@@ -339,7 +343,8 @@ def bench_orchestrators(
         advance = lambda k: progress.advance(bar, k)  # noqa: E731
         runs = out / "runs" if out is not None else None
         results = [
-            compare_checkpoints(params, p, models, names, n, seed, advance, runs) for p in pool
+            compare_checkpoints(params, p, models, names, n, seed, advance, runs, split)
+            for p in pool
         ]
     text = "\n".join(comparison_markdown(r) for r in results)
     print(text, end="")

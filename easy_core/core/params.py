@@ -107,7 +107,13 @@ SIM_POOLS_DEFAULT = SIM_POOLS[0]
 
 
 class PolicyParams(_Section):
-    greedy_threshold: float = Field(0.75, ge=0, le=1)
+    greedy_threshold: float = Field(
+        0.95,
+        ge=0,
+        le=1,
+        description="`greedy`: the cheapest executor whose expected success clears it "
+        "(chosen on validation)",
+    )
     program_threshold: float = Field(
         0.5,
         ge=0,
@@ -125,12 +131,15 @@ class PolicyParams(_Section):
     graph_model: str = Field(
         "models/graph.pt", description="the `graph` dispatcher's network (`easy train-policy`)"
     )
-    cost_weight: float = Field(
-        2.0,
+    # chosen on sim-default's validation split, each policy its own (docs/BENCHMARKS.md,
+    # "An honest world"): the best weight differs between the two learned policies
+    progress_cost_weight: float = Field(
+        0.5,
         ge=0,
-        description="learned policies: log task success traded for spending the whole cost "
-        "budget (higher: cheaper plans)",
+        description="`progress`: log task success traded for spending the whole cost budget "
+        "(higher: cheaper plans)",
     )
+    graph_cost_weight: float = Field(1.0, ge=0, description="the same for the `graph` dispatcher")
     time_weight: float = Field(
         0.5, ge=0, description="the same for time: log success per whole time budget"
     )
@@ -141,6 +150,14 @@ class PolicyTrainingParams(_Section):
 
     pool: str = SIM_POOLS_DEFAULT
     trace_policies: list[str] = Field(default_factory=lambda: ["random", "greedy"])
+    trace_greedy_threshold: float = Field(
+        0.75,
+        ge=0,
+        le=1,
+        description="the threshold of `greedy` while it writes traces: a lower one spreads its "
+        "steps over more executors for the predictors to learn from (chosen on validation; "
+        "the `greedy` baseline keeps policies.greedy_threshold)",
+    )
     n_tasks: int = Field(2000, ge=10)
     seed: int = 0
     hidden: int = Field(32, ge=4)

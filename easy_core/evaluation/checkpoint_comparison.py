@@ -1,6 +1,8 @@
 """LLM orchestrator checkpoints (e.g. SFT, then GRPO) and the baselines on the same held-out
-tasks and seeds: success, cost, makespan, mean reward, and the paired difference in mean
-reward between the last checkpoint and the first (per task, with its 95% bootstrap interval).
+tasks and seeds: success, cost, makespan, mean reward, the paired difference in mean reward
+between the last checkpoint and the first, and between the last checkpoint and each baseline
+(per task, with its 95% bootstrap interval). Choose checkpoints on the validation split and
+report them on test, which no choice saw.
 Given a folder, each evaluation is kept there and reused on the next run while its checkpoint,
 the params its episodes read (not the training sections: evaluation.NOT_READ_BY_EPISODES), pool
 and tasks are unchanged: a new GRPO checkpoint against the same SFT reference
@@ -28,6 +30,7 @@ def compare_checkpoints(
     seed: int = 0,
     on_episode: ProgressCallback | None = None,
     runs_dir: str | Path | None = None,
+    split: str = "test",
 ) -> dict[str, Any]:
     """`models`: label -> checkpoint (the first is the reference of the difference).
     `runs_dir`: keep each evaluation in RUNS_DIR/<pool>/<label> and reuse it (module doc)."""
@@ -35,11 +38,11 @@ def compare_checkpoints(
     def run(
         name: str, policy: str, settings: Params, model: str | None
     ) -> tuple[EvalMetrics, list[Trajectory]]:
-        spec = EvalSpec("sim", policy, pool, n, seed)
+        spec = EvalSpec("sim", policy, pool, n, seed, split)
         if runs_dir is None:
             return evaluate(spec, settings, on_episode)
         identity = {"checkpoint": checkpoint_digest(model)} if model else None
-        folder = Path(runs_dir) / Path(pool).stem / name
+        folder = Path(runs_dir) / split / Path(pool).stem / name
         return evaluate_resumable(spec, settings, folder, on_episode, identity)
 
     rows: list[dict[str, Any]] = []
@@ -51,28 +54,50 @@ def compare_checkpoints(
         rewards[label] = [t.reward.total for t in trajectories]
         rows.append({"name": label, "model": model, **metrics.model_dump()})
     for policy in baselines:
-        metrics, _ = run(policy, policy, params, None)
+        metrics, trajectories = run(policy, policy, params, None)
+        rewards[policy] = [t.reward.total for t in trajectories]
         rows.append({"name": policy, "model": None, **metrics.model_dump()})
     labels = list(models)
-    result: dict[str, Any] = {"pool": str(pool), "n": n, "seed": seed, "rows": rows}
+    result: dict[str, Any] = {
+        "pool": str(pool),
+        "n": n,
+        "seed": seed,
+        "split": split,
+        "rows": rows,
+    }
+    last = labels[-1]
     if len(labels) > 1:
-        diff, interval = paired_difference(rewards[labels[0]], rewards[labels[-1]])
-        better = sum(b > a for a, b in zip(rewards[labels[0]], rewards[labels[-1]], strict=True))
-        worse = sum(b < a for a, b in zip(rewards[labels[0]], rewards[labels[-1]], strict=True))
-        result["difference"] = {
-            "of": labels[-1],
-            "against": labels[0],
-            "mean_reward": diff,
-            "ci95": interval,
-            "tasks_better": better,
-            "tasks_worse": worse,
-        }
+        result["difference"] = _paired(rewards, last, labels[0])
+    result["against_baselines"] = [_paired(rewards, last, b) for b in baselines]
     return result
+
+
+def _paired(rewards: dict[str, list[float]], of: str, against: str) -> dict[str, Any]:
+    diff, interval = paired_difference(rewards[against], rewards[of])
+    pairs = list(zip(rewards[against], rewards[of], strict=True))
+    return {
+        "of": of,
+        "against": against,
+        "mean_reward": diff,
+        "ci95": interval,
+        "tasks_better": sum(b > a for a, b in pairs),
+        "tasks_worse": sum(b < a for a, b in pairs),
+    }
+
+
+def _difference_line(d: dict[str, Any]) -> str:
+    low, high = d["ci95"]
+    return (
+        f"Mean reward, {d['of']} - {d['against']} on the same tasks: "
+        f"**{d['mean_reward']:+.4f}** (95% bootstrap interval {low:+.4f} to {high:+.4f}; "
+        f"better on {d['tasks_better']} tasks, worse on {d['tasks_worse']})."
+    )
 
 
 def comparison_markdown(result: dict[str, Any]) -> str:
     lines = [
-        f"Pool `{result['pool']}`, {result['n']} held-out sim tasks (seed {result['seed']}).",
+        f"Pool `{result['pool']}`, {result['n']} sim tasks of the {result.get('split', 'test')} "
+        f"split (seed {result['seed']}).",
         "",
         "| orchestrator | success | 95% interval | mean cost (USD) | mean makespan (s) "
         "| mean reward | invalid-plan ends |",
@@ -85,15 +110,11 @@ def comparison_markdown(result: dict[str, Any]) -> str:
             f"| {row['mean_cost_usd']:.4f} | {row['mean_makespan_s']:.1f} "
             f"| {row['mean_reward']:.3f} | {row['end_reasons'].get('invalid_plan', 0)} |"
         )
-    if "difference" in result:
-        d = result["difference"]
-        low, high = d["ci95"]
-        lines += [
-            "",
-            f"Mean reward, {d['of']} - {d['against']} on the same tasks: "
-            f"**{d['mean_reward']:+.4f}** (95% bootstrap interval {low:+.4f} to {high:+.4f}; "
-            f"better on {d['tasks_better']} tasks, worse on {d['tasks_worse']}).",
-        ]
+    differences = [result["difference"]] if "difference" in result else []
+    differences += result.get("against_baselines", [])
+    if differences:
+        lines.append("")
+        lines += [f"- {_difference_line(d)}" for d in differences]
     return "\n".join(lines) + "\n"
 
 
@@ -111,7 +132,8 @@ def comparison_plot(results: list[dict[str, Any]], path: str | Path) -> Path:
         names = [row["name"] for row in result["rows"]]
         colors = ["tab:blue" if row["model"] else "tab:gray" for row in result["rows"]]
         ax.bar(names, [row["mean_reward"] for row in result["rows"]], color=colors)
-        ax.set_title(f"{Path(result['pool']).stem}, {result['n']} held-out tasks")
+        split = result.get("split", "test")
+        ax.set_title(f"{Path(result['pool']).stem}, {result['n']} {split} tasks")
         ax.set_ylabel("mean reward")
         ax.tick_params(axis="x", rotation=30)
         ax.grid(axis="y", alpha=0.3)

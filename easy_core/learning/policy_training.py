@@ -28,7 +28,11 @@ def train_policies(
     if reuse_traces and Path(traces_path).is_file():
         rows = read_traces(traces_path)
     else:
-        rows = collect_traces(params, tp.pool, tp.trace_policies, tp.n_tasks, tp.seed)
+        explorer = params.policies.model_copy(
+            update={"greedy_threshold": tp.trace_greedy_threshold}
+        )
+        tracing = params.model_copy(update={"policies": explorer})
+        rows = collect_traces(tracing, tp.pool, tp.trace_policies, tp.n_tasks, tp.seed)
         write_traces(traces_path, rows)
     report: dict[str, Any] = {"trace_rows": len(rows), "traces_s": time.perf_counter() - started}
     if "progress" in which:

@@ -309,7 +309,7 @@ class GraphPolicy(SubtaskPolicy):
         weights = state.params.policies
         chosen = choose(
             candidates,
-            cost_weight=weights.cost_weight,
+            cost_weight=weights.graph_cost_weight,
             time_weight=weights.time_weight,
             budget_usd=task.budget_usd,
             budget_s=task.budget_s,

@@ -357,7 +357,7 @@ class ProgressPolicy(SubtaskPolicy):
         # Time is priced against what is left of the time budget: it gets dearer as it runs out.
         chosen = choose(
             candidates,
-            cost_weight=weights.cost_weight,
+            cost_weight=weights.progress_cost_weight,
             time_weight=weights.time_weight,
             budget_usd=state.task.budget_usd,
             budget_s=remaining_s,
@@ -403,7 +403,7 @@ class ProgressPolicy(SubtaskPolicy):
             return (
                 math.log(max(c.success, 1e-6))
                 - math.log(max(current, 1e-6))
-                - weights.cost_weight * (c.cost + rerun) / task.budget_usd
+                - weights.progress_cost_weight * (c.cost + rerun) / task.budget_usd
                 - weights.time_weight * c.latency / remaining_s
             )
 
