@@ -254,3 +254,32 @@ def test_stored_evaluation_is_reused_across_training_changes_only(tmp_path, para
     reward = params.reward.model_copy(update={"w_efficiency": params.reward.w_efficiency + 0.5})
     evaluate_resumable(spec, params.model_copy(update={"reward": reward}), tmp_path)
     assert len(calls) == 2
+
+
+def test_a_longer_evaluation_reuses_the_shards_of_a_shorter_one(tmp_path, params, monkeypatch):
+    """n is not in the reuse key: 6 episodes in shards of 4 keep shard 0 for a run of 10, redo
+    the partial shard 1 (2 episodes then, 4 now) and give what a fresh run of 10 gives."""
+    from easy_core.evaluation import evaluator as evaluation
+    from easy_core.evaluation.evaluator import EvalSpec, evaluate_resumable
+    from tests.conftest import SIM_DEFAULT
+
+    played: list[int] = []
+    real_run = evaluation.run_episodes
+
+    def counting_run(tasks, *args, **kwargs):
+        done = real_run(tasks, *args, **kwargs)
+        played.append(len(done))
+        return done
+
+    monkeypatch.setattr(evaluation, "run_episodes", counting_run)
+    small = params.model_copy(update={"eval": params.eval.model_copy(update={"shard_size": 4})})
+    evaluate_resumable(EvalSpec("sim", "greedy", str(SIM_DEFAULT), 6, 3), small, tmp_path / "a")
+    assert played == [4, 2]
+    longer, episodes = evaluate_resumable(
+        EvalSpec("sim", "greedy", str(SIM_DEFAULT), 10, 3), small, tmp_path / "a"
+    )
+    assert played == [4, 2, 4, 2] and len(episodes) == 10
+    fresh, _ = evaluate_resumable(
+        EvalSpec("sim", "greedy", str(SIM_DEFAULT), 10, 3), small, tmp_path / "b"
+    )
+    assert longer == fresh

@@ -77,26 +77,29 @@ def evaluate_resumable(
 ) -> tuple[EvalMetrics, list[Trajectory]]:
     """`evaluate`, written as it goes in shards of `eval.shard_size` episodes (OUT/shards/,
     each atomic, with a manifest): a run killed at any point, run again, redoes only the
-    unfinished shard and ends with the same bytes. `identity`: what else decides the episodes
-    beyond the spec and params (e.g. a checkpoint's digest); a finished shard is reused only
-    while it is the same."""
+    unfinished shard and ends with the same bytes. A shard is its tasks (start and count), not
+    the run's length, so a longer run of the same spec reuses a shorter one's finished shards.
+    `identity`: what else decides the episodes beyond the spec and params (e.g. a checkpoint's
+    digest); a finished shard is reused only while it is the same."""
     shards_dir = Path(out_dir) / "shards"
     if shards_dir.is_dir():
         remove_partial_files(shards_dir)
     suite, pool, runner = _setup(spec, params)
+    size = params.eval.shard_size
+    spec_fields = {key: value for key, value in asdict(spec).items() if key != "n"}
     settings = config_hash(
         {
-            "spec": {**asdict(spec), "pool": pool.config},
+            "spec": {**spec_fields, "pool": pool.config, "shard_size": size},
             "params": params.model_dump(exclude=NOT_READ_BY_EPISODES),
             **({"identity": identity} if identity else {}),
         }
     )
-    size = params.eval.shard_size
     trajectories: list[Trajectory] = []
     infos = []
     for shard, start in enumerate(range(0, spec.n, size)):
         count = min(size, spec.n - start)
-        info = finished_shard_file(shards_dir, shard, settings)
+        shard_settings = config_hash({"run": settings, "count": count})
+        info = finished_shard_file(shards_dir, shard, shard_settings)
         if info is not None:
             text = (shards_dir / info.path).read_text(encoding="utf-8")
             done = [Trajectory.model_validate_json(line) for line in text.splitlines()]
@@ -105,7 +108,7 @@ def evaluate_resumable(
         else:
             tasks = suite.tasks(spec.split, count, spec.seed, start=start)
             done = run_episodes(tasks, runner, spec.policy, spec.seed, spec.mode, on_episode)
-            info = store_shard_file(shards_dir, shard, shard_text(done), settings)
+            info = store_shard_file(shards_dir, shard, shard_text(done), shard_settings)
         trajectories.extend(done)
         infos.append(info)
     write_manifest(shards_dir, Manifest(kind="evaluation", config_hash=settings, shards=infos))
