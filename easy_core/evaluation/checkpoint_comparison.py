@@ -33,7 +33,8 @@ def compare_checkpoints(
     split: str = "test",
 ) -> dict[str, Any]:
     """`models`: label -> checkpoint (the first is the reference of the difference).
-    `runs_dir`: keep each evaluation in RUNS_DIR/<pool>/<label> and reuse it (module doc)."""
+    `runs_dir`: keep each evaluation in RUNS_DIR/<split>/<pool>/<label> and reuse it (module
+    doc)."""
 
     def run(
         name: str, policy: str, settings: Params, model: str | None
