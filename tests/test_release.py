@@ -21,7 +21,7 @@ from easy_core.benchmarks.release_bench import (
     simulate_release,
 )
 from easy_core.core.errors import ConfigError
-from easy_core.core.params import Params
+from easy_core.core.params import Params, load_params
 from easy_core.executors.pool import ExecutorPool
 from easy_core.runtime.release import (
     SCHEDULERS,
@@ -177,10 +177,7 @@ def test_tail_risk_cuts_heavy_load_p95_and_keeps_light_load_p50():
     # The workload the release settings were measured on (BENCHMARKS, "Tail-risk release"):
     # steps routed by greedy at 0.75. At the validated 0.95 the p50 at load 0.9 is 16% above
     # eager's (61.7 s against 53.3 s); re-choosing the release settings for it is open.
-    params = Params()
-    params = params.model_copy(
-        update={"policies": params.policies.model_copy(update={"greedy_threshold": 0.75})}
-    )
+    params = load_params(None, ["policies.greedy_threshold=0.75"])
     rows = release_benchmark(params, SIM_DEFAULT, n_workflows=1000, seed=0)
     by = {(row["load"], row["scheduler"]): row for row in rows}
     eager, tail = by[0.5, "eager"], by[0.5, "tail_risk"]

@@ -66,10 +66,10 @@ def compare_checkpoints(
         "split": split,
         "rows": rows,
     }
-    last = labels[-1]
     if len(labels) > 1:
-        result["difference"] = _paired(rewards, last, labels[0])
-    result["against_baselines"] = [_paired(rewards, last, b) for b in baselines]
+        result["difference"] = _paired(rewards, labels[-1], labels[0])
+    if labels:
+        result["against_baselines"] = [_paired(rewards, labels[-1], b) for b in baselines]
     return result
 
 
