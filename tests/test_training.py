@@ -534,6 +534,28 @@ def test_checkpoints_compare_on_the_same_tasks(checkpoint, params: Params, tmp_p
     assert comparison_plot([result], tmp_path / "c.png").stat().st_size > 1000
 
 
+def test_the_checkpoint_chosen_on_validation_has_the_best_reward_over_the_pools() -> None:
+    """b loses on one pool and wins on average; a tie keeps the earlier checkpoint; the
+    baselines are not candidates however well they do."""
+    from easy_core.evaluation.checkpoint_comparison import choice_markdown, choose_checkpoint
+
+    def pool(a: float, b: float) -> dict:
+        rows = [
+            {"name": "a", "model": "models/a", "mean_reward": a},
+            {"name": "b", "model": "models/b", "mean_reward": b},
+            {"name": "oracle", "model": None, "mean_reward": 9.0},
+        ]
+        return {"split": "validation", "rows": rows}
+
+    choice = choose_checkpoint([pool(1.0, 0.9), pool(0.5, 0.8)])
+    assert choice["chosen"] == "b" and choice["split"] == ["validation"]
+    assert choice["mean_reward_over_pools"] == pytest.approx({"a": 0.75, "b": 0.85})
+    assert "**b**" in choice_markdown(choice)
+    assert choose_checkpoint([pool(1.0, 0.5), pool(0.5, 1.0)])["chosen"] == "a"
+    with pytest.raises(ValueError, match="--model"):
+        choose_checkpoint([{"split": "validation", "rows": [pool(1, 1)["rows"][2]]}])
+
+
 def test_a_comparison_reuses_its_evaluations_until_a_checkpoint_changes(
     checkpoint, params: Params, tmp_path, monkeypatch
 ) -> None:

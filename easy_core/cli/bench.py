@@ -325,6 +325,8 @@ def bench_orchestrators(
     from easy_core.core.errors import ConfigError
     from easy_core.core.storage import atomic_write_text, write_json
     from easy_core.evaluation.checkpoint_comparison import (
+        choice_markdown,
+        choose_checkpoint,
         compare_checkpoints,
         comparison_markdown,
         comparison_plot,
@@ -347,9 +349,13 @@ def bench_orchestrators(
             for p in pool
         ]
     text = "\n".join(comparison_markdown(r) for r in results)
+    summary: dict = {"pools": results}
+    if split == "validation":
+        summary["choice"] = choose_checkpoint(results)
+        text += "\n" + choice_markdown(summary["choice"])
     print(text, end="")
     if out is not None:
-        write_json(out / "comparison.json", {"pools": results})
+        write_json(out / "comparison.json", summary)
         atomic_write_text(out / "comparison.md", text)
         comparison_plot(results, out / "comparison.png")
 

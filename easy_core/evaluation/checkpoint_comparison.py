@@ -73,6 +73,34 @@ def compare_checkpoints(
     return result
 
 
+def choose_checkpoint(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The checkpoint with the highest mean reward averaged over the pools of `results` (one
+    comparison per pool, same checkpoints); a tie keeps the earlier (simpler) one. Meant for
+    the validation split: the chosen checkpoint is then reported on test."""
+    labels = [row["name"] for row in results[0]["rows"] if row["model"]] if results else []
+    if not labels:
+        raise ValueError("no checkpoint to choose from: pass at least one --model")
+    split = {r.get("split", "test") for r in results}
+    by_label = {
+        label: sum(_row(r, label)["mean_reward"] for r in results) / len(results)
+        for label in labels
+    }
+    chosen = max(labels, key=lambda label: (by_label[label], -labels.index(label)))
+    return {"chosen": chosen, "split": sorted(split), "mean_reward_over_pools": by_label}
+
+
+def choice_markdown(choice: dict[str, Any]) -> str:
+    rewards = ", ".join(f"{k} {v:.3f}" for k, v in choice["mean_reward_over_pools"].items())
+    return (
+        f"Chosen on the {'/'.join(choice['split'])} split: **{choice['chosen']}** (mean reward "
+        f"over the pools: {rewards}); report it with `--split test`.\n"
+    )
+
+
+def _row(result: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(row for row in result["rows"] if row["name"] == name)
+
+
 def _paired(rewards: dict[str, list[float]], of: str, against: str) -> dict[str, Any]:
     diff, interval = paired_difference(rewards[against], rewards[of])
     pairs = list(zip(rewards[against], rewards[of], strict=True))
