@@ -21,7 +21,7 @@ from easy_core.benchmarks.release_bench import (
     simulate_release,
 )
 from easy_core.core.errors import ConfigError
-from easy_core.core.params import Params, load_params
+from easy_core.core.params import Params
 from easy_core.executors.pool import ExecutorPool
 from easy_core.runtime.release import (
     SCHEDULERS,
@@ -173,22 +173,33 @@ def test_same_seed_gives_identical_flow_times(params, sim_pool, workflows):
         assert _run(sim_pool, workflows, name, load=0.9, seed=1).flow_s != first.flow_s
 
 
+def test_release_settings_are_chosen_on_other_workflows_than_they_are_reported_on(
+    params, sim_pool, workflows
+):
+    validation = build_workflows(params, sim_pool, N, seed=0, split="validation")
+    assert not {w.task_id for w in validation} & {w.task_id for w in workflows}
+    with pytest.raises(ConfigError, match="split must be one of"):
+        build_workflows(params, sim_pool, 5, seed=0, split="holdout")
+
+
 def test_tail_risk_cuts_heavy_load_p95_and_keeps_light_load_p50():
-    # The workload the release settings were measured on (BENCHMARKS, "Tail-risk release"):
-    # steps routed by greedy at 0.75. At the validated 0.95 the p50 at load 0.9 is 16% above
-    # eager's (61.7 s against 53.3 s); re-choosing the release settings for it is open.
-    params = load_params(None, ["policies.greedy_threshold=0.75"])
-    rows = release_benchmark(params, SIM_DEFAULT, n_workflows=1000, seed=0)
-    by = {(row["load"], row["scheduler"]): row for row in rows}
-    eager, tail = by[0.5, "eager"], by[0.5, "tail_risk"]
-    assert tail["p50"] == pytest.approx(eager["p50"], rel=0.05)
-    eager, tail = by[0.9, "eager"], by[0.9, "tail_risk"]
-    assert tail["p95"] < 0.95 * eager["p95"]
-    assert tail["p50"] < 1.05 * eager["p50"]
-    # it reorders work; it neither loses capacity nor throughput doing so
-    assert tail["max_utilisation"] == pytest.approx(eager["max_utilisation"], abs=0.01)
-    assert tail["throughput"] == pytest.approx(eager["throughput"], rel=0.01)
-    assert 0.85 < eager["max_utilisation"] < 0.95
+    """On test workflows (the params defaults were chosen on validation ones), averaged over
+    three seeds: one seed's p50 at load 0.9 moves by -11% to +5% (BENCHMARKS)."""
+    change: dict[tuple[float, str], list[float]] = {}
+    for seed in range(3):
+        rows = release_benchmark(Params(), SIM_DEFAULT, n_workflows=2000, seed=seed)
+        by = {(row["load"], row["scheduler"]): row for row in rows}
+        for load in (0.5, 0.9):
+            eager, tail = by[load, "eager"], by[load, "tail_risk"]
+            for stat in ("p50", "p95"):
+                change.setdefault((load, stat), []).append(tail[stat] / eager[stat] - 1)
+            # it reorders work; it neither loses capacity nor throughput doing so
+            assert tail["max_utilisation"] == pytest.approx(eager["max_utilisation"], abs=0.01)
+            assert tail["throughput"] == pytest.approx(eager["throughput"], rel=0.01)
+        assert 0.85 < by[0.9, "eager"]["max_utilisation"] < 0.95
+    assert all(abs(c) < 0.05 for c in change[0.5, "p50"])
+    assert fmean(change[0.9, "p95"]) < -0.05 and max(change[0.9, "p95"]) < 0
+    assert fmean(change[0.9, "p50"]) < 0.05
     table = release_markdown(rows)
     assert table.count("\n") == 4  # header, rule, one line per load
     assert f"{eager['p95']:.2f}" in table and f"{tail['p95']:.2f}" in table

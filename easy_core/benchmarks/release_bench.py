@@ -44,13 +44,16 @@ def load_sim_pool(params: Params, pool_path: str | Path) -> ExecutorPool:
     return pool
 
 
-def build_workflows(params: Params, pool: ExecutorPool, n: int, seed: int) -> list[WorkflowSpec]:
-    """`n` test-split sim tasks as workflows, with every step's service time from the world."""
+def build_workflows(
+    params: Params, pool: ExecutorPool, n: int, seed: int, split: str = "test"
+) -> list[WorkflowSpec]:
+    """`n` sim tasks of `split` as workflows, with every step's service time from the world
+    (choose release settings on validation, report them on test)."""
     world = SimWorld(params.sim, params.capability)
     profiles = pool.profiles
     by_name = {p.name: p for p in profiles}
     workflows = []
-    for task in SimSuite(params.sim).tasks("test", n, seed):
+    for task in SimSuite(params.sim).tasks(split, n, seed):
         position = {sub.id: i for i, sub in enumerate(task.subtasks)}
         succs: list[list[int]] = [[] for _ in task.subtasks]
         for i, sub in enumerate(task.subtasks):
@@ -263,12 +266,13 @@ def release_benchmark(
     seed: int = 0,
     release: ReleaseParams | None = None,
     schedulers: Sequence[str] = SCHEDULERS,
+    split: str = "test",
 ) -> list[dict]:
     """Flow-time statistics of each scheduler at each load, on the same workflows and the same
     arrival draws (only the rate changes with the load)."""
     release = release or params.release
     pool = load_sim_pool(params, pool_path)
-    workflows = build_workflows(params, pool, n_workflows, seed)
+    workflows = build_workflows(params, pool, n_workflows, seed, split)
     servers = servers_per_executor(pool, release.capacity_scale)
     rows = []
     for load in loads:

@@ -158,13 +158,17 @@ def bench_release(
     pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
     workflows: Annotated[int, typer.Option(min=10, help="workflows (Poisson arrivals)")] = 2000,
     seed: Annotated[int, typer.Option()] = 0,
+    split: Annotated[
+        str, typer.Option(help="validation to choose release settings, test to report them")
+    ] = "test",
     params_path: ParamsOption = None,
 ) -> None:
     """Eager release against the tail-risk (mean-CVaR) release scheduler at light and heavy
     load: P50 and P95 workflow flow time."""
     from easy_core.benchmarks.release_bench import release_benchmark, release_markdown
 
-    rows = release_benchmark(resolve_params(params_path), pool, n_workflows=workflows, seed=seed)
+    params = resolve_params(params_path)
+    rows = release_benchmark(params, pool, n_workflows=workflows, seed=seed, split=split)
     print(release_markdown(rows), end="")
 
 

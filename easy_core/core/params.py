@@ -334,7 +334,7 @@ class ReleaseParams(_Section):
 
     # the objective: (1 - alpha_w) E[flow time] + alpha_w CVaR_beta[flow time]
     alpha_w: float = Field(
-        0.5, ge=0, le=1, description="weight of CVaR against the mean in the objective"
+        0.25, ge=0, le=1, description="weight of CVaR against the mean in the objective"
     )
     beta: float = Field(
         0.7,
@@ -373,7 +373,7 @@ class ReleaseParams(_Section):
         None, ge=0, description="initial in-flight window per executor; None: Little's law"
     )
     window_gain: float = Field(
-        0.25, ge=0, description="window decrease when released work waits behind a start"
+        0.5, ge=0, description="window decrease when released work waits behind a start"
     )
     window_max: float = Field(64.0, ge=0)
     # the simulated system
