@@ -61,10 +61,22 @@ def evaluate(
     return summarize(trajectories, spec, pool.name), trajectories
 
 
-# Sections that only training, data generation or the pipeline read: a change to them leaves
-# every stored evaluation episode as it was, so they stay out of the reuse key.
+# Sections that only training, data generation, the pipeline, serving or the release benchmark
+# read: a change to them leaves every stored evaluation episode as it was, so they stay out of
+# the reuse key.
 NOT_READ_BY_EPISODES = frozenset(
-    {"eval", "sft", "grpo", "sft_data", "rollouts", "pipeline", "evaluate", "nightly", "serve"}
+    {
+        "eval",
+        "sft",
+        "grpo",
+        "sft_data",
+        "rollouts",
+        "pipeline",
+        "evaluate",
+        "nightly",
+        "serve",
+        "release",
+    }
 )
 
 
