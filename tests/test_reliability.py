@@ -256,14 +256,9 @@ def test_stored_evaluation_is_reused_across_training_changes_only(tmp_path, para
     assert len(calls) == 2
 
 
-def test_settings_episodes_do_not_read_keep_an_evaluation_and_others_redo_it(
-    tmp_path, params, monkeypatch
-):
-    """The release scheduler's settings (read by `easy serve` and `bench release`, never by an
-    episode) keep finished shards; the greedy threshold, which episodes read, redoes them."""
+def _count_episodes(monkeypatch) -> list[int]:
+    """The number of episodes each evaluation shard plays, in order, from now on."""
     from easy_core.evaluation import evaluator as evaluation
-    from easy_core.evaluation.evaluator import EvalSpec, evaluate_resumable
-    from tests.conftest import SIM_DEFAULT
 
     played: list[int] = []
     real_run = evaluation.run_episodes
@@ -274,6 +269,18 @@ def test_settings_episodes_do_not_read_keep_an_evaluation_and_others_redo_it(
         return done
 
     monkeypatch.setattr(evaluation, "run_episodes", counting_run)
+    return played
+
+
+def test_settings_episodes_do_not_read_keep_an_evaluation_and_others_redo_it(
+    tmp_path, params, monkeypatch
+):
+    """The release scheduler's settings (read by `easy serve` and `bench release`, never by an
+    episode) keep finished shards; the greedy threshold, which episodes read, redoes them."""
+    from easy_core.evaluation.evaluator import EvalSpec, evaluate_resumable
+    from tests.conftest import SIM_DEFAULT
+
+    played = _count_episodes(monkeypatch)
     spec = EvalSpec("sim", "greedy", str(SIM_DEFAULT), 3, 0)
     evaluate_resumable(spec, params, tmp_path)
     release = params.release.model_copy(update={"alpha_w": 0.9, "window_gain": 2.0})
@@ -287,19 +294,10 @@ def test_settings_episodes_do_not_read_keep_an_evaluation_and_others_redo_it(
 def test_a_longer_evaluation_reuses_the_shards_of_a_shorter_one(tmp_path, params, monkeypatch):
     """n is not in the reuse key: 6 episodes in shards of 4 keep shard 0 for a run of 10, redo
     the partial shard 1 (2 episodes then, 4 now) and give what a fresh run of 10 gives."""
-    from easy_core.evaluation import evaluator as evaluation
     from easy_core.evaluation.evaluator import EvalSpec, evaluate_resumable
     from tests.conftest import SIM_DEFAULT
 
-    played: list[int] = []
-    real_run = evaluation.run_episodes
-
-    def counting_run(tasks, *args, **kwargs):
-        done = real_run(tasks, *args, **kwargs)
-        played.append(len(done))
-        return done
-
-    monkeypatch.setattr(evaluation, "run_episodes", counting_run)
+    played = _count_episodes(monkeypatch)
     small = params.model_copy(update={"eval": params.eval.model_copy(update={"shard_size": 4})})
     evaluate_resumable(EvalSpec("sim", "greedy", str(SIM_DEFAULT), 6, 3), small, tmp_path / "a")
     assert played == [4, 2]
