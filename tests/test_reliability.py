@@ -309,3 +309,32 @@ def test_a_longer_evaluation_reuses_the_shards_of_a_shorter_one(tmp_path, params
         EvalSpec("sim", "greedy", str(SIM_DEFAULT), 10, 3), small, tmp_path / "b"
     )
     assert longer == fresh
+
+
+def test_an_evaluation_from_a_later_task_shares_shards_with_one_from_the_first(
+    tmp_path, params, monkeypatch
+):
+    """Tasks 4-7 alone (shards of 2) are the last four episodes of a run of tasks 0-7 in the
+    same folder, which then plays only tasks 0-3; a start inside a shard is refused."""
+    from easy_core.core.errors import ConfigError
+    from easy_core.evaluation.evaluator import EvalSpec, evaluate, evaluate_resumable
+    from tests.conftest import SIM_DEFAULT
+
+    played = _count_episodes(monkeypatch)
+    small = params.model_copy(update={"eval": params.eval.model_copy(update={"shard_size": 2})})
+    later = EvalSpec("sim", "greedy", str(SIM_DEFAULT), 4, 3, first_task=4)
+    metrics, tail = evaluate_resumable(later, small, tmp_path)
+    assert played == [2, 2] and metrics.first_task == 4
+    _, whole = evaluate_resumable(
+        EvalSpec("sim", "greedy", str(SIM_DEFAULT), 8, 3), small, tmp_path
+    )
+    assert played == [2, 2, 2, 2]
+    assert [t.task_id for t in whole[4:]] == [t.task_id for t in tail]
+    assert [t.task_id for t in whole[:4]] != [t.task_id for t in tail]
+    assert whole[4:] == tail
+    _, alone = evaluate(later, small)  # no folder: the same tasks and episodes
+    assert alone == tail
+    with pytest.raises(ConfigError, match="multiple of eval.shard_size"):
+        evaluate_resumable(
+            EvalSpec("sim", "greedy", str(SIM_DEFAULT), 2, 3, first_task=3), small, tmp_path
+        )

@@ -309,6 +309,14 @@ def bench_orchestrators(
     split: Annotated[
         str, typer.Option(help="validation to choose a checkpoint, test to report it")
     ] = "test",
+    first_task: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="play tasks FIRST_TASK.. of the split, e.g. past those an earlier choice saw "
+            "(a multiple of eval.shard_size when --out keeps the runs)",
+        ),
+    ] = 0,
     baselines: Annotated[
         str, typer.Option(help="comma-separated baseline policies on the same tasks")
     ] = "greedy,strongest,cheapest,oracle",
@@ -349,7 +357,7 @@ def bench_orchestrators(
         advance = lambda k: progress.advance(bar, k)  # noqa: E731
         runs = out / "runs" if out is not None else None
         results = [
-            compare_checkpoints(params, p, models, names, n, seed, advance, runs, split)
+            compare_checkpoints(params, p, models, names, n, seed, advance, runs, split, first_task)
             for p in pool
         ]
     text = "\n".join(comparison_markdown(r) for r in results)

@@ -408,6 +408,7 @@ class EvalMetrics(Record):
     pool: str
     split: str
     n: int
+    first_task: int = 0
     seed: int
     sequential: bool
     success_rate: float

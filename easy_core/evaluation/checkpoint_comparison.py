@@ -31,15 +31,16 @@ def compare_checkpoints(
     on_episode: ProgressCallback | None = None,
     runs_dir: str | Path | None = None,
     split: str = "test",
+    first_task: int = 0,
 ) -> dict[str, Any]:
     """`models`: label -> checkpoint (the first is the reference of the difference).
     `runs_dir`: keep each evaluation in RUNS_DIR/<split>/<pool>/<label> and reuse it (module
-    doc)."""
+    doc). Every policy plays tasks `first_task` .. `first_task + n - 1` of the split."""
 
     def run(
         name: str, policy: str, settings: Params, model: str | None
     ) -> tuple[EvalMetrics, list[Trajectory]]:
-        spec = EvalSpec("sim", policy, pool, n, seed, split)
+        spec = EvalSpec("sim", policy, pool, n, seed, split, first_task=first_task)
         if runs_dir is None:
             return evaluate(spec, settings, on_episode)
         identity = {"checkpoint": checkpoint_digest(model)} if model else None
@@ -62,6 +63,7 @@ def compare_checkpoints(
     result: dict[str, Any] = {
         "pool": str(pool),
         "n": n,
+        "first_task": first_task,
         "seed": seed,
         "split": split,
         "rows": rows,
@@ -97,6 +99,11 @@ def choice_markdown(choice: dict[str, Any]) -> str:
     )
 
 
+def _task_range(result: dict[str, Any]) -> str:
+    first, n = result.get("first_task", 0), result["n"]
+    return f"{n} sim tasks" + (f" (tasks {first}-{first + n - 1})" if first else "")
+
+
 def _row(result: dict[str, Any], name: str) -> dict[str, Any]:
     return next(row for row in result["rows"] if row["name"] == name)
 
@@ -125,7 +132,7 @@ def _difference_line(d: dict[str, Any]) -> str:
 
 def comparison_markdown(result: dict[str, Any]) -> str:
     lines = [
-        f"Pool `{result['pool']}`, {result['n']} sim tasks of the {result.get('split', 'test')} "
+        f"Pool `{result['pool']}`, {_task_range(result)} of the {result.get('split', 'test')} "
         f"split (seed {result['seed']}).",
         "",
         "| orchestrator | success | 95% interval | mean cost (USD) | mean makespan (s) "

@@ -16,6 +16,7 @@ from easy_core.core.datasets import (
     store_shard_file,
     write_manifest,
 )
+from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
 from easy_core.core.schemas import EvalMetrics, Trajectory
 from easy_core.core.stats import mean, wilson_interval
@@ -37,6 +38,9 @@ class EvalSpec:
     split: str = "test"
     sequential: bool = False
     mode: TimeMode = "virtual"
+    # Tasks first_task .. first_task + n - 1 of the split: a report on tasks that no earlier
+    # choice saw starts after the ones it did.
+    first_task: int = 0
 
 
 def _setup(spec: EvalSpec, params: Params) -> tuple[Suite, ExecutorPool, EpisodeRunner]:
@@ -56,7 +60,7 @@ def evaluate(
     spec: EvalSpec, params: Params, on_episode: ProgressCallback | None = None
 ) -> tuple[EvalMetrics, list[Trajectory]]:
     suite, pool, runner = _setup(spec, params)
-    tasks = suite.tasks(spec.split, spec.n, spec.seed)
+    tasks = suite.tasks(spec.split, spec.n, spec.seed, start=spec.first_task)
     trajectories = run_episodes(tasks, runner, spec.policy, spec.seed, spec.mode, on_episode)
     return summarize(trajectories, spec, pool.name), trajectories
 
@@ -90,7 +94,9 @@ def evaluate_resumable(
     """`evaluate`, written as it goes in shards of `eval.shard_size` episodes (OUT/shards/,
     each atomic, with a manifest): a run killed at any point, run again, redoes only the
     unfinished shard and ends with the same bytes. A shard is its tasks (start and count), not
-    the run's length, so a longer run of the same spec reuses a shorter one's finished shards.
+    the run's length, so a longer run of the same spec reuses a shorter one's finished shards,
+    and a run from `first_task` (a multiple of the shard size) reuses and writes the same shard
+    files as a run from task 0 that reaches as far.
     `identity`: what else decides the episodes beyond the spec and params (e.g. a checkpoint's
     digest); a finished shard is reused only while it is the same."""
     shards_dir = Path(out_dir) / "shards"
@@ -98,7 +104,14 @@ def evaluate_resumable(
         remove_partial_files(shards_dir)
     suite, pool, runner = _setup(spec, params)
     size = params.eval.shard_size
-    spec_fields = {key: value for key, value in asdict(spec).items() if key != "n"}
+    if spec.first_task % size:
+        raise ConfigError(
+            f"first task {spec.first_task} is not a multiple of eval.shard_size {size}: start "
+            "at a shard's first task, or set eval.shard_size to a divisor of it"
+        )
+    spec_fields = {
+        key: value for key, value in asdict(spec).items() if key not in ("n", "first_task")
+    }
     settings = config_hash(
         {
             "spec": {**spec_fields, "pool": pool.config, "shard_size": size},
@@ -108,8 +121,9 @@ def evaluate_resumable(
     )
     trajectories: list[Trajectory] = []
     infos = []
-    for shard, start in enumerate(range(0, spec.n, size)):
-        count = min(size, spec.n - start)
+    end = spec.first_task + spec.n
+    for start in range(spec.first_task, end, size):
+        shard, count = start // size, min(size, end - start)
         shard_settings = config_hash({"run": settings, "count": count})
         info = finished_shard_file(shards_dir, shard, shard_settings)
         if info is not None:
@@ -136,6 +150,7 @@ def summarize(trajectories: list[Trajectory], spec: EvalSpec, pool_name: str) ->
         pool=pool_name,
         split=spec.split,
         n=n,
+        first_task=spec.first_task,
         seed=spec.seed,
         sequential=spec.sequential,
         success_rate=successes / n if n else 0.0,
