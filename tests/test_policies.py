@@ -139,3 +139,32 @@ def test_easy_compare_writes_table_references_and_both_pareto_plots(tmp_path):
     }
     assert [t.task_id for t in episodes["strongest"]] == [t.task_id for t in episodes["greedy"]]
     assert len(episodes["greedy"]) == 40 and {t.policy for t in episodes["greedy"]} == {"greedy"}
+
+
+def test_the_comparison_reads_which_executor_each_policy_chose(table):
+    """What `easy bench orchestrators` reports beside reward (a checkpoint whose choices equal
+    a baseline's rule has learnt that rule): steps per executor, and the subtasks on which a
+    policy picked the oracle's executor, the cheapest one that succeeds."""
+    from easy_core.evaluation.checkpoint_comparison import executor_steps, oracle_agreement
+
+    strongest, cheapest, greedy, oracle = (
+        table[name, False][1] for name in ("strongest", "cheapest", "greedy", "oracle")
+    )
+    top = {
+        name: next(iter(executor_steps(runs)))
+        for name, runs in (("xl", strongest), ("xs", cheapest))
+    }
+    assert top == {"xl": "sim-xl", "xs": "sim-xs"}  # most used first; tool subtasks go to sim-tool
+    assert len(executor_steps(oracle)) > len(executor_steps(strongest))
+    assert sum(executor_steps(greedy).values()) == sum(
+        len(m.results) for t in greedy for m in t.milestones
+    )
+    assert oracle_agreement(oracle, oracle)["share"] == 1.0
+    shares = {
+        name: oracle_agreement(runs, oracle)
+        for name, runs in (("strongest", strongest), ("cheapest", cheapest), ("greedy", greedy))
+    }
+    assert all(0 < s["same"] < s["subtasks"] for s in shares.values()), shares
+    assert shares["greedy"]["share"] > shares["strongest"]["share"], shares
+    with pytest.raises(ValueError, match="tasks differ"):
+        oracle_agreement(strongest[1:], oracle[:-1])

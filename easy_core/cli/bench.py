@@ -333,7 +333,8 @@ def bench_orchestrators(
     """LLM orchestrator checkpoints (`easy` policy, e.g. SFT then GRPO) and baselines on the
     same held-out sim tasks: success, cost, makespan, mean reward, and the per-task difference
     in mean reward of the last checkpoint against the first and against each baseline, with
-    its 95% interval."""
+    its 95% interval; steps per executor, and (with the oracle baseline) the subtasks on which
+    each policy picked the oracle's executor."""
     from easy_core.core.errors import ConfigError
     from easy_core.core.storage import atomic_write_text, write_json
     from easy_core.evaluation.checkpoint_comparison import (

@@ -10,6 +10,7 @@ costs only its own episodes, and a killed comparison keeps what it finished."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +49,20 @@ def compare_checkpoints(
         return evaluate_resumable(spec, settings, folder, on_episode, identity)
 
     rows: list[dict[str, Any]] = []
-    rewards: dict[str, list[float]] = {}
+    played: dict[str, list[Trajectory]] = {}
     for label, model in models.items():
         orchestrator = params.orchestrator.model_copy(update={"model": model})
         with_model = params.model_copy(update={"orchestrator": orchestrator})
-        metrics, trajectories = run(label, "easy", with_model, model)
-        rewards[label] = [t.reward.total for t in trajectories]
+        metrics, played[label] = run(label, "easy", with_model, model)
         rows.append({"name": label, "model": model, **metrics.model_dump()})
     for policy in baselines:
-        metrics, trajectories = run(policy, policy, params, None)
-        rewards[policy] = [t.reward.total for t in trajectories]
+        metrics, played[policy] = run(policy, policy, params, None)
         rows.append({"name": policy, "model": None, **metrics.model_dump()})
+    for row in rows:
+        row["executor_steps"] = executor_steps(played[row["name"]])
+        if "oracle" in played and row["name"] != "oracle":
+            row["oracle_agreement"] = oracle_agreement(played[row["name"]], played["oracle"])
+    rewards = {name: [t.reward.total for t in runs] for name, runs in played.items()}
     labels = list(models)
     result: dict[str, Any] = {
         "pool": str(pool),
@@ -73,6 +77,39 @@ def compare_checkpoints(
     if labels:
         result["against_baselines"] = [_paired(rewards, labels[-1], b) for b in baselines]
     return result
+
+
+def executor_steps(trajectories: list[Trajectory]) -> dict[str, int]:
+    """How many executed steps each executor ran, most used first: a checkpoint whose steps
+    all land on one executor has learnt the `strongest` (or `cheapest`) rule, not a choice."""
+    counts = Counter(
+        result.executor for t in trajectories for m in t.milestones for result in m.results
+    )
+    return dict(counts.most_common())
+
+
+def oracle_agreement(trajectories: list[Trajectory], oracle: list[Trajectory]) -> dict[str, Any]:
+    """On the same tasks, how often a policy's executor for a subtask is the oracle's (the
+    cheapest executor that succeeds on it), over the subtasks both covered."""
+    same = shared = 0
+    for mine, best in zip(trajectories, oracle, strict=True):
+        if mine.task_id != best.task_id:
+            raise ValueError(f"tasks differ: {mine.task_id} against {best.task_id}")
+        chosen, best_choice = _executor_by_subtask(mine), _executor_by_subtask(best)
+        both = chosen.keys() & best_choice.keys()
+        shared += len(both)
+        same += sum(chosen[s] == best_choice[s] for s in both)
+    return {"same": same, "subtasks": shared, "share": same / shared if shared else 0.0}
+
+
+def _executor_by_subtask(trajectory: Trajectory) -> dict[str, str]:
+    """The executor of the last step that covered each subtask (a retry's replaces the first)."""
+    return {
+        subtask: result.executor
+        for m in trajectory.milestones
+        for result in m.results
+        for subtask in result.covers
+    }
 
 
 def choose_checkpoint(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -136,15 +173,22 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         f"split (seed {result['seed']}).",
         "",
         "| orchestrator | success | 95% interval | mean cost (USD) | mean makespan (s) "
-        "| mean reward | invalid-plan ends |",
-        "|---|---|---|---|---|---|---|",
+        "| mean reward | invalid-plan ends | steps by executor "
+        "| subtasks on the oracle's executor |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         low, high = row["success_ci95"]
+        steps = ", ".join(
+            f"{name} {count}" for name, count in row.get("executor_steps", {}).items()
+        )
+        agreement = row.get("oracle_agreement")
+        agreed = f"{agreement['same']} of {agreement['subtasks']}" if agreement else ""
         lines.append(
             f"| {row['name']} | {row['success_rate']:.3f} | {low:.2f}-{high:.2f} "
             f"| {row['mean_cost_usd']:.4f} | {row['mean_makespan_s']:.1f} "
-            f"| {row['mean_reward']:.3f} | {row['end_reasons'].get('invalid_plan', 0)} |"
+            f"| {row['mean_reward']:.3f} | {row['end_reasons'].get('invalid_plan', 0)} "
+            f"| {steps} | {agreed} |"
         )
     differences = [result["difference"]] if "difference" in result else []
     differences += result.get("against_baselines", [])
