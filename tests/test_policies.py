@@ -141,11 +141,16 @@ def test_easy_compare_writes_table_references_and_both_pareto_plots(tmp_path):
     assert len(episodes["greedy"]) == 40 and {t.policy for t in episodes["greedy"]} == {"greedy"}
 
 
-def test_the_comparison_reads_which_executor_each_policy_chose(table):
+def test_the_comparison_reads_which_executor_each_policy_chose(table, params):
     """What `easy bench orchestrators` reports beside reward (a checkpoint whose choices equal
     a baseline's rule has learnt that rule): steps per executor, and the subtasks on which a
     policy picked the oracle's executor, the cheapest one that succeeds."""
-    from easy_core.evaluation.checkpoint_comparison import executor_steps, oracle_agreement
+    from easy_core.evaluation.checkpoint_comparison import (
+        executor_choices,
+        executor_steps,
+        oracle_agreement,
+    )
+    from easy_core.world.suites import get_suite
 
     strongest, cheapest, greedy, oracle = (
         table[name, False][1] for name in ("strongest", "cheapest", "greedy", "oracle")
@@ -168,3 +173,19 @@ def test_the_comparison_reads_which_executor_each_policy_chose(table):
     assert shares["greedy"]["share"] > shares["strongest"]["share"], shares
     with pytest.raises(ValueError, match="tasks differ"):
         oracle_agreement(strongest[1:], oracle[:-1])
+    tasks = list(get_suite("sim", params).tasks("test", N, 11))
+    assert strongest[0].task_id == tasks[0].id
+    by_difficulty = executor_choices(oracle, tasks, "difficulty")
+    assert set(by_difficulty) == {"1", "2", "3", "4", "5"}
+
+    def share_of_xs(level: str) -> float:
+        return by_difficulty[level].get("sim-xs", 0) / sum(by_difficulty[level].values())
+
+    assert share_of_xs("1") > share_of_xs("5")  # the cheapest that succeeds: easy ones go small
+    skills = executor_choices(strongest, tasks, "skill")
+    assert {e for executors in skills.values() for e in executors} == {"sim-xl", "sim-tool"}
+
+    def total(groups: dict[str, dict[str, int]]) -> int:
+        return sum(sum(executors.values()) for executors in groups.values())
+
+    assert total(skills) == total(executor_choices(strongest, tasks, "difficulty")) > N

@@ -10,16 +10,17 @@ costs only its own episodes, and a killed comparison keeps what it finished."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from easy_core.core.params import Params
-from easy_core.core.schemas import EvalMetrics, Trajectory
+from easy_core.core.schemas import EvalMetrics, Task, Trajectory
 from easy_core.core.stats import paired_difference
 from easy_core.evaluation.evaluator import EvalSpec, evaluate, evaluate_resumable
 from easy_core.learning.checkpoints import checkpoint_digest
 from easy_core.policies.batch import ProgressCallback
+from easy_core.world.suites import get_suite
 
 
 def compare_checkpoints(
@@ -58,8 +59,13 @@ def compare_checkpoints(
     for policy in baselines:
         metrics, played[policy] = run(policy, policy, params, None)
         rows.append({"name": policy, "model": None, **metrics.model_dump()})
+    tasks = list(get_suite("sim", params).tasks(split, n, seed, start=first_task))
     for row in rows:
         row["executor_steps"] = executor_steps(played[row["name"]])
+        row["subtasks_by"] = {
+            attribute: executor_choices(played[row["name"]], tasks, attribute)
+            for attribute in ("difficulty", "skill")
+        }
         if "oracle" in played and row["name"] != "oracle":
             row["oracle_agreement"] = oracle_agreement(played[row["name"]], played["oracle"])
     rewards = {name: [t.reward.total for t in runs] for name, runs in played.items()}
@@ -86,6 +92,20 @@ def executor_steps(trajectories: list[Trajectory]) -> dict[str, int]:
         result.executor for t in trajectories for m in t.milestones for result in m.results
     )
     return dict(counts.most_common())
+
+
+def executor_choices(
+    trajectories: list[Trajectory], tasks: list[Task], attribute: str
+) -> dict[str, dict[str, int]]:
+    """Subtasks given to each executor, grouped by the subtask's `attribute` (difficulty or
+    skill): whether a policy's choice moves with what the subtask needs."""
+    subtasks = {(task.id, sub.id): sub for task in tasks for sub in task.subtasks}
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for trajectory in trajectories:
+        for subtask, executor in _executor_by_subtask(trajectory).items():
+            value = getattr(subtasks[trajectory.task_id, subtask], attribute)
+            counts[str(value)][executor] += 1
+    return {value: dict(counts[value].most_common()) for value in sorted(counts)}
 
 
 def oracle_agreement(trajectories: list[Trajectory], oracle: list[Trajectory]) -> dict[str, Any]:
@@ -190,6 +210,14 @@ def comparison_markdown(result: dict[str, Any]) -> str:
             f"| {row['mean_reward']:.3f} | {row['end_reasons'].get('invalid_plan', 0)} "
             f"| {steps} | {agreed} |"
         )
+    for row in result["rows"]:
+        by_difficulty = row.get("subtasks_by", {}).get("difficulty")
+        if by_difficulty and (row["model"] or row["name"] == "oracle"):
+            cells = "; ".join(
+                f"{level}: " + ", ".join(f"{name} {count}" for name, count in executors.items())
+                for level, executors in by_difficulty.items()
+            )
+            lines += ["", f"Subtasks of {row['name']} by difficulty and executor: {cells}."]
     differences = [result["difference"]] if "difference" in result else []
     differences += result.get("against_baselines", [])
     if differences:
