@@ -251,13 +251,18 @@ def test_sft_data_writes_the_teacher_turns_with_drawn_pools(tmp_path):
     result = easy(
         "--set", "sft_data.n_tasks=3", "--set", "sft_data.real=[]",
         "--set", "sft_data.random_pools=2", "--set", "sft_data.random_pool_tasks=3",
+        "--set", "orchestrator.executor_last=true",
         "sft-data", "--out", str(tmp_path / "sft"),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "sft" / "summary.json").read_text())
     assert summary["suites"]["sim-random"]["pools"] == ["sim-random-0", "sim-random-1"]
+    assert summary["executor_last"] is True  # train-sft records it in the checkpoint
     lines = (tmp_path / "sft" / "train.jsonl").read_text().splitlines()
     assert len(lines) == summary["examples"] > 0
+    answers = [json.loads(line)["messages"][-1]["content"] for line in lines]
+    planned = [a for a in answers if '"executor"' in a]
+    assert planned and all(a.index('"covers"') < a.index('"executor"') for a in planned)
     bad = easy("--set", "sft_data.random_pools=-1", "sft-data", "--out", str(tmp_path / "x"))
     assert bad.returncode == 2 and "random_pools" in bad.stderr and "Traceback" not in bad.stderr
 

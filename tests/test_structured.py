@@ -139,6 +139,34 @@ def test_the_decoder_compiles_the_task_schema(params: Params, task: Task) -> Non
         assert schema_accepts(tokenizer, schema, ids) is allowed
 
 
+def test_the_executor_last_contract_is_what_prompt_schema_and_decoder_ask_for(
+    params: Params, task: Task
+) -> None:
+    """issue 27's lever: with orchestrator.executor_last a step's executor comes after what it
+    covers and asks, in the prompt's example, the teacher's text and the decoder's grammar;
+    the decoder refuses the other order, and either text parses to the same plan."""
+    from easy_core.core.schemas import Plan
+    from easy_core.executors.hf_models import load_causal_lm
+    from easy_core.plans.prompting import contract, plan_text
+    from easy_core.plans.structured import schema_accepts
+    from easy_core.plans.validation import parse_plan
+
+    _, tokenizer = load_causal_lm("smollm2-135m")
+    plan = Plan.model_validate(teacher_plan(params, task))
+    names = list(load_pool(SIM_DEFAULT, params).executors)
+    first, last = plan_text(plan), plan_text(plan, executor_last=True)
+    assert last.index('"covers"') < last.index('"instruction"') < last.index('"executor"')
+    assert first.index('"executor"') < first.index('"instruction"') < first.index('"covers"')
+    assert parse_plan(first) == parse_plan(last) == plan
+    prompt = contract(executor_last=True)
+    assert prompt.index('"covers"') < prompt.index('"executor"') and prompt != contract()
+    for executor_last, (allowed, refused) in ((False, (first, last)), (True, (last, first))):
+        schema = turn_schema(task, names, [], 64, executor_last)
+        for text, accepted in ((allowed, True), (refused, False)):
+            ids = tokenizer.encode(text, add_special_tokens=False)
+            assert schema_accepts(tokenizer, schema, ids) is accepted, (executor_last, text)
+
+
 def test_later_milestones_run_what_is_open_on_the_results_they_have(
     params: Params, task: Task
 ) -> None:

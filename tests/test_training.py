@@ -86,6 +86,23 @@ def test_sft_writes_a_checkpoint_with_card_and_curve(checkpoint) -> None:
     assert config["use_cache"] is True and "quantization_config" not in config
 
 
+def test_a_checkpoint_is_run_only_in_the_output_contract_it_learnt(
+    checkpoint, params: Params
+) -> None:
+    """SFT records the step key order of its data (greedy's turns here: executor first); the
+    policy refuses to run the checkpoint in the other order, naming the setting that fits."""
+    from easy_core.executors.hf_models import CONTRACT_FILE, checkpoint_executor_last
+    from easy_core.policies.llm import LLMPolicy
+
+    out, metrics = checkpoint
+    assert json.loads((out / CONTRACT_FILE).read_text()) == {"executor_last": False}
+    assert metrics["executor_last"] is False and checkpoint_executor_last(out) is False
+    assert checkpoint_executor_last("smollm2-135m") is None  # a packaged base learnt neither
+    other = params.orchestrator.model_copy(update={"model": str(out), "executor_last": True})
+    with pytest.raises(ConfigError, match="orchestrator.executor_last=False"):
+        LLMPolicy().prepare(params.model_copy(update={"orchestrator": other}))
+
+
 def test_sft_changes_only_the_trained_layers(checkpoint, params: Params) -> None:
     import torch
     from transformers import AutoModelForCausalLM
@@ -642,3 +659,42 @@ def test_grpo_signal_scores_sampled_groups_with_the_reward_hook(
     assert same["mean_reward"] == pytest.approx(same["greedy_first_plan_mean_reward"])
     assert same["sample_success"] == pytest.approx(same["greedy_first_plan_success"])
     assert same["groups_with_contrast"] == 0 and groups == [small.rollouts.tree_k] * 2
+
+
+def test_fresh_names_rename_the_cards_and_every_executor_the_teacher_named(
+    params: Params,
+) -> None:
+    """sft_data.fresh_names: the cards come under new names in shuffled order, and plans,
+    results and the rendered history name the same executor by the same new name."""
+    import random
+
+    from easy_core.executors.pool import load_pool
+    from easy_core.learning.teacher_data import under_fresh_names
+    from easy_core.plans.prompting import render_messages
+    from easy_core.policies.batch import run_episodes
+    from easy_core.runtime.episode import EpisodeRunner
+    from easy_core.world.suites.sim import SimSuite
+
+    pool = load_pool(SIM_DEFAULT, params)
+    tasks = list(SimSuite(params.sim).tasks("train", 3, 0))
+    runner = EpisodeRunner(pool, params, SimSuite.check)
+    for task, trajectory in zip(tasks, run_episodes(tasks, runner, "greedy", 0), strict=True):
+        cards, renamed = under_fresh_names(pool.profiles, trajectory, random.Random(task.id))
+        shown = {card.name for card in cards}
+        assert len(shown) == len(cards) and not shown & set(pool.executors)
+
+        def unnamed(profile):
+            return profile.model_copy(update={"name": ""})
+
+        name_of = {original: card.name for card in cards for original in pool.executors
+                   if unnamed(card) == unnamed(pool.profile(original))}  # fmt: skip
+        assert len(name_of) == len(cards)
+        for old, new in zip(trajectory.milestones, renamed.milestones, strict=True):
+            steps = zip(old.plan.steps, new.plan.steps, strict=True)
+            results = zip(old.results, new.results, strict=True)
+            for before, after in [*steps, *results]:
+                assert name_of[before.executor] == after.executor
+        history = render_messages(task, cards, renamed.milestones)
+        text = history[0]["content"] + history[1]["content"]
+        assert not [name for name in pool.executors if f"{name} " in text or f"[{name}," in text]
+        assert renamed.correct == trajectory.correct

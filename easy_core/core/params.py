@@ -272,6 +272,12 @@ class SftDataParams(_Section):
         0, ge=0, description="pools drawn at random (easy_core.random_pools) to teach card reading"
     )
     random_pool_tasks: int = Field(10, ge=1, description="training tasks per drawn pool")
+    fresh_names: bool = Field(
+        False,
+        description="show each sim example's pool under names drawn afresh (random syllables, "
+        "cards shuffled), so a model can only copy an executor's name from the cards, not "
+        "recall it",
+    )
     seed: int = 0
     real: list[RealSuiteData] = Field(default_factory=lambda: [RealSuiteData()])
 
@@ -560,6 +566,12 @@ class OrchestratorParams(_Section):
         "json_schema",
         description="how the schema is sent: OpenAI-style json_schema (vLLM, OpenAI, llama.cpp's "
         "llama-server) or json_object with a `schema` field (llama-cpp-python's server)",
+    )
+    executor_last: bool = Field(
+        False,
+        description="the output contract writes a step's covers, instruction and inputs before "
+        "its executor; a checkpoint is used with the order it was trained on (its "
+        "easy-contract.json says which)",
     )
     max_new_tokens: int = Field(1024, ge=16)
     temperature: float = Field(0.0, ge=0)

@@ -28,8 +28,10 @@ def valid_plan_rate(
     valid = tokens = 0
     started = time.perf_counter()
     for task in SimSuite(params.sim).tasks(split, n, seed):
-        messages = render_messages(task, pool.profiles, [])
-        schema = turn_schema(task, list(names), [], params.limits.max_steps_per_plan)
+        messages = render_messages(task, pool.profiles, [], None, settings.executor_last)
+        schema = turn_schema(
+            task, list(names), [], params.limits.max_steps_per_plan, settings.executor_last
+        )
         if settings.backend == "hf":
             text, used = generate_hf(messages, settings, f"{seed}|{task.id}", schema)
         else:

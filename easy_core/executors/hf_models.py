@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import json
 import os
 import threading
 from functools import lru_cache
@@ -213,3 +214,32 @@ def _keep_converted(network: Any, tokenizer: Any, target: Path) -> None:
         import shutil
 
         shutil.rmtree(staging, ignore_errors=True)
+
+
+# The output contract a checkpoint was trained to write (orchestrator.executor_last), saved in
+# its folder by the training stages. A checkpoint without one predates the choice: executor
+# first.
+CONTRACT_FILE = "easy-contract.json"
+
+
+def checkpoint_executor_last(model: str | Path) -> bool | None:
+    """Whether the checkpoint folder `model` writes a step's executor last; None for a model
+    that is no checkpoint folder (a packaged base has learnt neither order)."""
+    folder = Path(model)
+    if not folder.is_dir():
+        return None
+    contract = folder / CONTRACT_FILE
+    if not contract.is_file():
+        return False
+    return bool(json.loads(contract.read_text(encoding="utf-8"))["executor_last"])
+
+
+def require_contract(model: str | Path, executor_last: bool) -> None:
+    """A ConfigError unless checkpoint `model` was trained on the output contract that
+    `executor_last` names: in the other order a model plans from a prompt it never saw."""
+    trained = checkpoint_executor_last(model)
+    if trained is not None and trained != executor_last:
+        raise ConfigError(
+            f"checkpoint {model} was trained with orchestrator.executor_last={trained} "
+            f"({CONTRACT_FILE}); run it with --set orchestrator.executor_last={trained}"
+        )

@@ -12,9 +12,11 @@ from typing import Any
 
 from easy_core.core.params import PRIVILEGED_POLICIES, GrpoParams
 from easy_core.core.storage import atomic_write_text, write_json
-from easy_core.executors.hf_models import drop_quantization
+from easy_core.executors.hf_models import CONTRACT_FILE, drop_quantization, require_contract
 
-WEIGHT_FILES = ("*.safetensors", "*.bin", "config.json", "tokenizer*", "chat_template*")
+WEIGHT_FILES = (
+    "*.safetensors", "*.bin", "config.json", "tokenizer*", "chat_template*", CONTRACT_FILE
+)  # fmt: skip
 
 
 def checkpoint_digest(model: str | Path) -> str:
@@ -45,9 +47,11 @@ def freeze_lower_layers(model: Any, train_layers: int) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def grpo_trainable_copy(config: GrpoParams) -> tuple[Any, Any, int, Any]:
+def grpo_trainable_copy(config: GrpoParams, executor_last: bool) -> tuple[Any, Any, int, Any]:
     """`trainable_copy` of grpo.base_model as both GRPO trainers (stored and on-policy trees)
-    train it: grpo.train_layers, or LoRA of rank grpo.lora_r and alpha twice that."""
+    train it: grpo.train_layers, or LoRA of rank grpo.lora_r and alpha twice that. The base
+    must have learnt the output contract the prompts ask for (`executor_last`)."""
+    require_contract(config.base_model, executor_last)
     return trainable_copy(
         config.base_model,
         config.threads,
@@ -107,10 +111,16 @@ def staging_dir(out: Path) -> Path:
 
 
 def publish_checkpoint(
-    trainer: Any, tokenizer: Any, lora: bool, staging: Path, out: Path, card: str
+    trainer: Any,
+    tokenizer: Any,
+    lora: bool,
+    staging: Path,
+    out: Path,
+    card: str,
+    executor_last: bool,
 ) -> None:
-    """Save the trained model (LoRA merged), tokenizer and card into `staging`, then move it
-    to `out` in one rename."""
+    """Save the trained model (LoRA merged), tokenizer, card and output contract (the step
+    key order it learnt to write) into `staging`, then move it to `out` in one rename."""
     final = trainer.model.merge_and_unload() if lora else trainer.model
     # Trainers switch the KV cache off for training; a checkpoint without it generates one
     # full forward pass per token (hundreds of times slower).
@@ -120,6 +130,7 @@ def publish_checkpoint(
     tokenizer.save_pretrained(staging)
     shutil.rmtree(staging / "trainer", ignore_errors=True)
     atomic_write_text(staging / "README.md", card)
+    write_json(staging / CONTRACT_FILE, {"executor_last": executor_last})
     if out.exists():
         shutil.rmtree(out)
     staging.rename(out)

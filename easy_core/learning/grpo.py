@@ -102,9 +102,10 @@ def renamed_profiles(
     return cards, {name: profile.name for name, profile in shown.items()}
 
 
-def rename_executors(text: str, names: dict[str, str]) -> str:
-    """The plan in `text` with its steps' executors renamed by `names` (text that is not a
-    plan comes back as it is: it scores 0 either way)."""
+def rename_executors(text: str, names: dict[str, str], executor_last: bool = False) -> str:
+    """The plan in `text` with its steps' executors renamed by `names`, written in the contract
+    `executor_last` names (text that is not a plan comes back as it is: it scores 0 either
+    way)."""
     if not names:
         return text
     try:
@@ -113,7 +114,7 @@ def rename_executors(text: str, names: dict[str, str]) -> str:
         return text
     steps = [step.model_copy(update={"executor": names.get(step.executor, step.executor)})
              for step in plan.steps]  # fmt: skip
-    return plan_text(plan.model_copy(update={"steps": steps}))
+    return plan_text(plan.model_copy(update={"steps": steps}), executor_last)
 
 
 def read_trees(path: str | Path) -> list[TaskTree]:
@@ -127,6 +128,7 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
     """GRPO prompts from the decision states (root and inner nodes) of tree rollouts: stored
     trees when given (the rollouts stage's), else trees grown here with params.rollouts."""
     config = params.grpo
+    executor_last = params.orchestrator.executor_last
     pool = load_pool(params.rollouts.pool, params)
     tasks = list(SimSuite(params.sim).tasks("train", config.tasks, params.rollouts.seed))
     if trees is None:
@@ -177,10 +179,13 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
                     [p.name for p in profiles],
                     prefix,
                     params.limits.max_steps_per_plan,
+                    executor_last,
                 )
                 rows.append(
                     {
-                        "prompt": render_messages(tasks[index], profiles, prefix),
+                        "prompt": render_messages(
+                            tasks[index], profiles, prefix, executor_last=executor_last
+                        ),
                         "task_index": index,
                         "prefix": json.dumps([plan_text(m.plan) for m in prefix]),
                         "schema": json.dumps(schema),
@@ -214,7 +219,7 @@ def add_guides(
                 firsts, key=lambda text: reward.score(text, index, [], pool), default=""
             )
         forward = {original: shown for shown, original in json.loads(row["names"]).items()}
-        text = rename_executors(best[index, pool], forward)
+        text = rename_executors(best[index, pool], forward, params.orchestrator.executor_last)
         ids = tokenizer.encode(text, add_special_tokens=False)
         if len(ids) + 1 > params.grpo.max_completion_length:
             continue
@@ -357,7 +362,9 @@ class SimReward:
                 self.tasks[task_index], get_policy(policy), self.seed, DiscreteEventClock()
             )
         )
-        return plan_text(episode.milestones[0].plan) if episode.milestones else ""
+        if not episode.milestones:
+            return ""
+        return plan_text(episode.milestones[0].plan, self.params.orchestrator.executor_last)
 
     def score(self, text: str, task_index: int, prefix: list[str], pool: str = "") -> float:
         return mean([t.reward.total for t in self.play(text, task_index, prefix, pool)])
@@ -406,7 +413,8 @@ def train_grpo(
     rows = tree_prompts(params, trees)
     if not rows:
         raise ConfigError("no decision states in the tree rollouts to train on")
-    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config)
+    executor_last = params.orchestrator.executor_last
+    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config, executor_last)
     reward = SimReward(params)
     all_rows = len(rows)
     rows = add_guides(params, rows, reward, tokenizer)
@@ -485,7 +493,9 @@ def train_grpo(
         + "\n".join(f"- {k}: {v}" for k, v in config.model_dump().items())
         + "\n"
     )
-    publish_checkpoint(trainer, tokenizer, config.lora, staging, out, card)
+    publish_checkpoint(
+        trainer, tokenizer, config.lora, staging, out, card, params.orchestrator.executor_last
+    )
     report = Path(report_dir) if report_dir is not None else out
     if params.grpo.guide:
         plotted, label = "policy_reward", "mean reward of the policy's samples"

@@ -108,19 +108,27 @@ def train_sft(
         "first_loss": curve[0]["loss"] if curve else None,
         "last_loss": curve[-1]["loss"] if curve else None,
         "data_sha256": file_hash(sft.data),
+        "executor_last": bool(data_summary(sft.data).get("executor_last", False)),
     }
-    publish_checkpoint(trainer, tokenizer, sft.lora, staging, out, model_card(sft, metrics, curve))
+    card = model_card(sft, metrics, curve)
+    publish_checkpoint(trainer, tokenizer, sft.lora, staging, out, card, metrics["executor_last"])
     report = Path(report_dir) if report_dir is not None else out
     write_report(report, metrics, curve, "loss", "SFT loss (answer tokens)", "SFT warm start")
     return metrics
 
 
-def teacher_of(data: str) -> str:
-    """The teacher named in the data set's summary.json (written beside it), or ""."""
+def data_summary(data: str) -> dict[str, Any]:
+    """The data set's summary.json (written beside it by `easy sft-data`), or {}: its teacher,
+    and the output contract its answers are written in."""
     summary = Path(data).parent / "summary.json"
     if not summary.is_file():
-        return ""
-    return str(json.loads(summary.read_text(encoding="utf-8")).get("teacher", ""))
+        return {}
+    return json.loads(summary.read_text(encoding="utf-8"))
+
+
+def teacher_of(data: str) -> str:
+    """The teacher named in the data set's summary.json, or ""."""
+    return str(data_summary(data).get("teacher", ""))
 
 
 def model_card(sft: SftParams, metrics: dict[str, Any], curve: list[dict[str, float]]) -> str:

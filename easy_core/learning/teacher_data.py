@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -15,15 +16,18 @@ from easy_core.executors.pool import ExecutorPool, load_pool, load_pool_config, 
 from easy_core.plans.prompting import plan_text, render_messages
 from easy_core.policies.batch import run_episodes
 from easy_core.runtime.episode import EpisodeRunner
-from easy_core.world.random_pools import random_pool
+from easy_core.world.random_pools import fresh_names, random_pool
 from easy_core.world.suites import get_suite
 
 
 def teacher_examples(
-    pairs: Iterable[tuple[Task, Trajectory]], profiles: list[ExecutorProfile]
+    pairs: Iterable[tuple[Task, Trajectory]],
+    profiles: list[ExecutorProfile],
+    executor_last: bool = False,
 ) -> Iterator[dict]:
     """One example per turn of every correct trajectory: the messages before the turn, and the
-    teacher's plan as the assistant's answer."""
+    teacher's plan as the assistant's answer, both in the output contract `executor_last`
+    names."""
     for task, trajectory in pairs:
         if not trajectory.correct:
             continue
@@ -32,9 +36,38 @@ def teacher_examples(
         if task.suite != "sim":  # real tasks do not show their subtask ids: plans cannot cite them
             turns = [_without_covers(plan) for plan in turns]
         for index, plan in enumerate(turns):
-            messages = render_messages(task, profiles, trajectory.milestones[:index])
-            messages.append({"role": "assistant", "content": plan_text(plan)})
+            messages = render_messages(
+                task, profiles, trajectory.milestones[:index], executor_last=executor_last
+            )
+            messages.append({"role": "assistant", "content": plan_text(plan, executor_last)})
             yield {"task_id": task.id, "turn": index, "messages": messages}
+
+
+def under_fresh_names(
+    profiles: list[ExecutorProfile], trajectory: Trajectory, rng: random.Random
+) -> tuple[list[ExecutorProfile], Trajectory]:
+    """The pool's cards under `fresh_names`, in shuffled order, and the trajectory with every
+    executor it names (plans, results, errors) renamed to match."""
+    shown = dict(zip((p.name for p in profiles), fresh_names(rng, len(profiles)), strict=True))
+    cards = [profile.model_copy(update={"name": shown[profile.name]}) for profile in profiles]
+    rng.shuffle(cards)
+
+    longest_first = sorted(shown, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(name) for name in longest_first))
+
+    def rename(text: str | None) -> str | None:
+        return pattern.sub(lambda found: shown[found.group(0)], text) if text else text
+
+    milestones = []
+    for milestone in trajectory.milestones:
+        steps = [s.model_copy(update={"executor": shown.get(s.executor, s.executor)})
+                 for s in milestone.plan.steps]  # fmt: skip
+        results = [r.model_copy(update={"executor": shown.get(r.executor, r.executor),
+                                        "error": rename(r.error)})
+                   for r in milestone.results]  # fmt: skip
+        plan = milestone.plan.model_copy(update={"steps": steps})
+        milestones.append(milestone.model_copy(update={"plan": plan, "results": results}))
+    return cards, trajectory.model_copy(update={"milestones": milestones})
 
 
 def _cited_answer(task: Task, trajectory: Trajectory) -> str | None:
@@ -78,13 +111,20 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
             pool = load_pool(real.pool, params)
         sources.append((real.suite, real.suite, real.n_tasks, config.seed, pool))
     examples: list[dict] = []
-    summary: dict = {"teacher": config.teacher, "suites": {}}
+    executor_last = params.orchestrator.executor_last
+    summary: dict = {"teacher": config.teacher, "executor_last": executor_last, "suites": {}}
     for key, name, n_tasks, seed, pool in sources:
         suite = get_suite(name, params)
         tasks = list(suite.tasks("train", n_tasks, seed))
         runner = EpisodeRunner(pool, params, suite.check)
         trajectories = run_episodes(tasks, runner, config.teacher, seed)
-        rows = list(teacher_examples(zip(tasks, trajectories, strict=True), pool.profiles))
+        rows = []
+        for task, trajectory in zip(tasks, trajectories, strict=True):
+            profiles = pool.profiles
+            if config.fresh_names and name == "sim":
+                rng = random.Random(f"sft/{config.seed}/names/{pool.name}/{task.id}")
+                profiles, trajectory = under_fresh_names(profiles, trajectory, rng)
+            rows += teacher_examples([(task, trajectory)], profiles, executor_last)
         examples += rows
         entry = summary["suites"].setdefault(
             key, {"pools": [], "tasks": 0, "successful_trajectories": 0, "examples": 0}

@@ -305,7 +305,12 @@ class TreeRollout:
         return {**out, "logprobs": None}
 
     def _root_messages(self, index: int) -> list[dict[str, str]]:
-        return render_messages(self.tasks[index], self.runner.pool.profiles, [])
+        return render_messages(
+            self.tasks[index],
+            self.runner.pool.profiles,
+            [],
+            executor_last=self.runner.params.orchestrator.executor_last,
+        )
 
 
 class TreeValue:
@@ -328,7 +333,9 @@ def on_policy_rows(params: Params) -> list[dict[str, Any]]:
     slots = group_slots(params.rollouts.tree_k, config.tree_depth)
     return [
         {
-            "prompt": render_messages(tasks[index], pool.profiles, []),
+            "prompt": render_messages(
+                tasks[index], pool.profiles, [], executor_last=params.orchestrator.executor_last
+            ),
             "task_index": index,
             "slot": slot,
         }
@@ -395,7 +402,8 @@ def train_tree_grpo(
     if k < 2:
         raise ConfigError("Tree-GRPO compares siblings: set rollouts.tree_k to 2 or more")
     rows = on_policy_rows(params)
-    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config)
+    executor_last = params.orchestrator.executor_last
+    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config, executor_last)
     rollout = TreeRollout(params, rows)
     staging = staging_dir(out)
     args = GRPOConfig(
@@ -466,7 +474,9 @@ def train_tree_grpo(
         + "\n".join(f"- {key}: {value}" for key, value in config.model_dump().items())
         + "\n"
     )
-    publish_checkpoint(trainer, tokenizer, config.lora, staging, out, card)
+    publish_checkpoint(
+        trainer, tokenizer, config.lora, staging, out, card, params.orchestrator.executor_last
+    )
     report = Path(report_dir) if report_dir is not None else out
     write_report(
         report,

@@ -4,12 +4,21 @@
 
 from __future__ import annotations
 
+import json
+
 from easy_core.core.schemas import ExecutorProfile, Milestone, Plan, Task
 
-CONTRACT = (
-    "You orchestrate a pool of executors. Each turn, answer with exactly one JSON object:\n"
-    '{"milestone": "short goal of this stage", "steps": [{"id": "s1", "executor": "NAME", '
-    '"instruction": "...", "depends_on": [], "covers": ["t1"]}], "final_answer": null}\n'
+# A step's keys in the order the orchestrator writes them. Executor last: the model has written
+# which subtask the step covers and what it asks before it chooses who runs it (a decoder sees
+# only what it has written). A checkpoint speaks the order it was trained on
+# (`orchestrator.executor_last`, recorded in the checkpoint: hf_models.CONTRACT_FILE).
+STEP_KEYS = ("id", "executor", "instruction", "depends_on", "covers")
+EXECUTOR_LAST_KEYS = ("id", "covers", "instruction", "depends_on", "executor")
+
+_EXAMPLE_STEP = {
+    "id": "s1", "executor": "NAME", "instruction": "...", "depends_on": [], "covers": ["t1"]
+}  # fmt: skip
+CONTRACT_RULES = (
     "Steps without a dependency path between them run in parallel. Write {s1} in an "
     "instruction to insert the result of step s1 (which must be in depends_on); a step may "
     "depend on steps of earlier milestones. Results marked `check: doubtful` are likely wrong. "
@@ -18,6 +27,23 @@ CONTRACT = (
     "Prefer the cheapest executor that will succeed."
 )
 MAX_OUTPUT_CHARS = 200
+
+
+def step_keys(executor_last: bool = False) -> tuple[str, ...]:
+    return EXECUTOR_LAST_KEYS if executor_last else STEP_KEYS
+
+
+def contract(executor_last: bool = False) -> str:
+    """The system prompt's output contract, its example step in the order the model writes."""
+    example = {
+        "milestone": "short goal of this stage",
+        "steps": [{key: _EXAMPLE_STEP[key] for key in step_keys(executor_last)}],
+        "final_answer": None,
+    }
+    return (
+        "You orchestrate a pool of executors. Each turn, answer with exactly one JSON object:\n"
+        f"{json.dumps(example)}\n{CONTRACT_RULES}"
+    )
 
 
 def executor_cards(profiles: list[ExecutorProfile]) -> str:
@@ -47,18 +73,25 @@ def render_messages(
     profiles: list[ExecutorProfile],
     milestones: list[Milestone],
     repair_error: str | None = None,
+    executor_last: bool = False,
 ) -> list[dict[str, str]]:
     """Chat messages for the next orchestrator turn (system: contract and cards; user: task and
     history)."""
     user = f"{task.prompt}\n\nHistory:\n{render_history(milestones)}"
     if repair_error:
         user += f"\n\nYour last answer was invalid: {repair_error}\nAnswer again with valid JSON."
+    system = f"{contract(executor_last)}\n\nExecutors:\n{executor_cards(profiles)}"
     return [
-        {"role": "system", "content": f"{CONTRACT}\n\nExecutors:\n{executor_cards(profiles)}"},
+        {"role": "system", "content": system},
         {"role": "user", "content": user},
     ]
 
 
-def plan_text(plan: Plan) -> str:
-    """The orchestrator's answer for `plan`, as the model should write it."""
-    return plan.model_dump_json(exclude_none=False)
+def plan_text(plan: Plan, executor_last: bool = False) -> str:
+    """The orchestrator's answer for `plan`, as the model should write it (compact JSON, the
+    step keys in the contract's order)."""
+    if not executor_last:
+        return plan.model_dump_json(exclude_none=False)
+    data = plan.model_dump()
+    data["steps"] = [{key: step[key] for key in EXECUTOR_LAST_KEYS} for step in data["steps"]]
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)

@@ -33,6 +33,7 @@ from typing import Any
 import networkx as nx
 
 from easy_core.core.schemas import Milestone, Plan, StepResult, Task
+from easy_core.plans.prompting import step_keys
 
 # Bounded free text: without a bound a small model can loop inside a string until its token
 # budget runs out, and the turn ends as unterminated JSON. The teacher's are far shorter.
@@ -83,16 +84,21 @@ def open_subtasks(
 
 
 def plan_schema(
-    executors: Sequence[str] | None = None, *, must_plan: bool = False
+    executors: Sequence[str] | None = None,
+    *,
+    must_plan: bool = False,
+    executor_last: bool = False,
 ) -> dict[str, Any]:
     """The Plan's JSON schema; with the pool's executor names, those become an enum.
-    `must_plan` asks for at least one step and no final answer."""
+    `must_plan` asks for at least one step and no final answer. A step's properties come in
+    the contract's order (a constrained decoder writes them in that order)."""
     schema = Plan.model_json_schema()
     schema["properties"]["milestone"]["maxLength"] = MILESTONE_CHARS
     step = schema["$defs"]["Step"]["properties"]
     step["instruction"]["maxLength"] = PROGRAM_CHARS
     if executors:
         step["executor"] = {"type": "string", "enum": sorted(executors)}
+    schema["$defs"]["Step"]["properties"] = _in_order(step, executor_last)
     if must_plan:
         schema["properties"]["steps"]["minItems"] = 1
         schema["properties"]["final_answer"] = {"type": "null"}
@@ -137,8 +143,16 @@ def _strings(values: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def _in_order(properties: dict[str, Any], executor_last: bool) -> dict[str, Any]:
+    return {key: properties[key] for key in step_keys(executor_last) if key in properties}
+
+
 def task_plan_schema(
-    task: Task, executors: Sequence[str], milestones: Sequence[Milestone], max_steps: int
+    task: Task,
+    executors: Sequence[str],
+    milestones: Sequence[Milestone],
+    max_steps: int,
+    executor_last: bool = False,
 ) -> dict[str, Any]:
     """The schema of the turn after `milestones` on a task with declared subtasks (module doc)."""
     milestone = len(milestones) + 1
@@ -149,17 +163,18 @@ def task_plan_schema(
     for sub_id in pending[:max_steps]:
         producer[sub_id] = step_id(milestone, sub_id)
         inputs = [producer[dep] for dep in task.subtask(sub_id).depends_on]
+        properties = {
+            "id": {"const": step_id(milestone, sub_id)},
+            "executor": {"type": "string", "enum": sorted(executors)},
+            "instruction": instruction_schema(inputs),
+            "depends_on": _strings(inputs),
+            "covers": _strings([sub_id]),
+        }
         steps.append(
             {
                 "type": "object",
-                "properties": {
-                    "id": {"const": step_id(milestone, sub_id)},
-                    "executor": {"type": "string", "enum": sorted(executors)},
-                    "instruction": instruction_schema(inputs),
-                    "depends_on": _strings(inputs),
-                    "covers": _strings([sub_id]),
-                },
-                "required": ["id", "executor", "instruction", "depends_on", "covers"],
+                "properties": _in_order(properties, executor_last),
+                "required": list(step_keys(executor_last)),
                 "additionalProperties": False,
             }
         )
@@ -197,12 +212,17 @@ def _turn(steps: dict[str, Any], final_answer: dict[str, Any]) -> dict[str, Any]
 
 
 def turn_schema(
-    task: Task, executors: Sequence[str], milestones: Sequence[Milestone], max_steps: int
+    task: Task,
+    executors: Sequence[str],
+    milestones: Sequence[Milestone],
+    max_steps: int,
+    executor_last: bool = False,
 ) -> dict[str, Any]:
-    """The schema of the plan that follows `milestones` (module doc)."""
+    """The schema of the plan that follows `milestones` (module doc), its steps' keys in the
+    contract's order."""
     if task.subtasks:
-        return task_plan_schema(task, executors, milestones, max_steps)
-    return plan_schema(executors, must_plan=not milestones)
+        return task_plan_schema(task, executors, milestones, max_steps, executor_last)
+    return plan_schema(executors, must_plan=not milestones, executor_last=executor_last)
 
 
 EXECUTOR_KEY = '"executor":"'

@@ -227,10 +227,12 @@ class LLMPolicy:
     name = "easy"
 
     def prepare(self, params: Params) -> None:
-        """In process: load the model now (a missing checkpoint is a ConfigError)."""
+        """In process: load the model now (a missing checkpoint, or one trained on the other
+        output contract, is a ConfigError)."""
         if params.orchestrator.backend == "hf":
-            from easy_core.executors.hf_models import load_causal_lm
+            from easy_core.executors.hf_models import load_causal_lm, require_contract
 
+            require_contract(params.orchestrator.model, params.orchestrator.executor_last)
             load_causal_lm(params.orchestrator.model, params.orchestrator.threads)
 
     async def act(self, state: EpisodeState) -> str:
@@ -250,14 +252,16 @@ class LLMPolicy:
 
 def turn_inputs(state: EpisodeState) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """What the orchestrator reads this turn, and the schema its answer must follow."""
+    executor_last = state.params.orchestrator.executor_last
     messages = render_messages(
-        state.task, state.pool.profiles, state.milestones, state.repair_error
+        state.task, state.pool.profiles, state.milestones, state.repair_error, executor_last
     )
     schema = turn_schema(
         state.task,
         state.pool.names,
         state.milestones,
         state.params.limits.max_steps_per_plan,
+        executor_last,
     )
     return messages, schema
 

@@ -24,6 +24,24 @@ NAME_SUFFIXES = ("", "-mini", "-2", "-7b", "-pro", "-chat", "-api", "-lite", "-x
 CONTEXT_WINDOWS = (4096, 8192, 16384, 32768, 65536, 131072, 200000)
 
 
+ONSETS = "bdfgklmnprstvz"
+VOWELS = "aeiou"
+
+
+def fresh_names(rng: random.Random, count: int) -> list[str]:
+    """`count` distinct names of 2-3 random syllables and a suffix (about 3 million of them):
+    too many to remember, so a model trained on them must copy a name from the cards; a few
+    dozen words are learnt by heart instead (docs/BENCHMARKS.md, "Levers of issue 27")."""
+    names: list[str] = []
+    while len(names) < count:
+        syllables = rng.randint(2, 3)
+        word = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) for _ in range(syllables))
+        name = word + rng.choice(NAME_SUFFIXES)
+        if name not in names:
+            names.append(name)
+    return names
+
+
 def random_names(rng: random.Random, count: int) -> list[str]:
     """`count` distinct executor names that no shipped pool uses."""
     return [f"{word}{rng.choice(NAME_SUFFIXES)}" for word in rng.sample(NAME_WORDS, count)]
