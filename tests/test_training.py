@@ -698,3 +698,22 @@ def test_fresh_names_rename_the_cards_and_every_executor_the_teacher_named(
         text = history[0]["content"] + history[1]["content"]
         assert not [name for name in pool.executors if f"{name} " in text or f"[{name}," in text]
         assert renamed.correct == trajectory.correct
+
+
+def test_name_reading_measures_the_mass_a_grammar_over_the_pools_names_keeps(
+    params: Params,
+) -> None:
+    """`easy bench name-reading`: the token beginnings of the pool's names are exactly those
+    whose text starts a name, and the measured mass is a probability."""
+    from easy_core.evaluation.name_reading import name_beginnings, name_reading
+    from easy_core.executors.hf_models import load_causal_lm
+
+    _, tokenizer = load_causal_lm("smollm2-135m")
+    allowed = name_beginnings(tokenizer, ["sim-xl", "coder-7b"])
+    pieces = {tokenizer.decode([i]) for i in allowed}
+    assert {"s", "c"} <= pieces and "har" not in pieces and "" not in pieces
+    assert all("sim-xl".startswith(p) or "coder-7b".startswith(p) for p in pieces)
+    figures = name_reading(params, "smollm2-135m", SIM_DEFAULT, 1)
+    assert figures["n"] == 1 and figures["executor_last"] is False
+    assert 0.0 <= figures["mean_mass_on_pool_names"] <= 1.0
+    assert len(figures["tasks"][0]["top_tokens"]) == 5

@@ -296,6 +296,26 @@ def bench_plans(
     print(json.dumps(valid_plan_rate(params, str(pool), n, seed), indent=2))
 
 
+@bench_app.command("name-reading")
+@user_errors
+def bench_name_reading(
+    model: Annotated[str, typer.Option(help="orchestrator checkpoint folder")],
+    pool: Annotated[Path, typer.Option(help="pool YAML")] = Path("configs/pools/sim-default.yaml"),
+    n: Annotated[int, typer.Option(min=1, help="tasks")] = 20,
+    split: Annotated[str, typer.Option(help="train, validation or test")] = "validation",
+    seed: Annotated[int, typer.Option()] = 0,
+    params_path: ParamsOption = None,
+) -> None:
+    """Does a checkpoint copy executor names from the cards? Its next-token mass on the pool's
+    name beginnings at the first step's executor slot."""
+    from easy_core.evaluation.name_reading import name_reading
+
+    if split not in ("train", "validation", "test"):
+        raise ConfigError(f"--split must be train, validation or test, not {split!r}")
+    figures = name_reading(resolve_params(params_path), model, str(pool), n, seed, split)
+    print(json.dumps(figures, indent=2))
+
+
 @bench_app.command("orchestrators")
 @user_errors
 def bench_orchestrators(
