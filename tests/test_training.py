@@ -418,6 +418,41 @@ def test_renamed_pools_show_other_names_and_score_as_the_training_pool(params: P
     assert renamed[0]["names"] != renamed[1]["names"]
 
 
+def test_fresh_names_hide_every_remembered_name_from_grpo_prompts(params: Params) -> None:
+    """grpo.fresh_names: the training pool's roots and the drawn pools are shown under names
+    drawn afresh (no word of the short list, no sim-* name), the reward maps the training
+    pool's names back, and prompts below the roots (whose prefix names sim-*) are left out."""
+    from easy_core.learning.grpo import SimReward, rename_executors, tree_prompts
+    from easy_core.world.random_pools import NAME_WORDS
+
+    grpo = {"tasks": 2, "random_pools": 1, "reward_worlds": 1, "fresh_names": True,
+            "tree_depth": 2}  # fmt: skip
+    small = params.model_copy(update={"grpo": params.grpo.model_copy(update=grpo)})
+    rows = tree_prompts(small)
+    assert len(rows) == 4 and all(r["prefix"] == "[]" for r in rows)
+    originals = {e.name for e in load_pool_config(SIM_DEFAULT).executors}
+    reward = SimReward(small)
+    for row in rows:
+        cards = row["prompt"][0]["content"]
+        shown = [line.split(" ")[1] for line in cards.splitlines() if line.startswith("- ")]
+        assert not any(name in cards for name in originals) and "sim-" not in row["schema"]
+        assert not any(name.split("-")[0] in NAME_WORDS for name in shown)
+        if row["pool"]:
+            continue
+        names = json.loads(row["names"])
+        assert sorted(names) == sorted(shown) and set(names.values()) == originals
+        first = reward.first_plan("greedy", row["task_index"])
+        scores = reward(
+            prompts=[row["prompt"]],
+            completions=[rename_executors(first, {v: k for k, v in names.items()})],
+            task_index=[row["task_index"]],
+            prefix=["[]"],
+            names=[row["names"]],
+        )
+        assert scores == [pytest.approx(reward.score(first, row["task_index"], []))]
+        assert scores[0] != 0
+
+
 def test_drawn_pools_show_their_cards_and_score_in_their_own_world(params: Params) -> None:
     from easy_core.core.schemas import PoolConfig
     from easy_core.executors.hf_models import load_causal_lm

@@ -505,6 +505,13 @@ class GrpoParams(_Section):
         "(easy_core.random_pools: other names, capabilities, prices), scored in the simulator "
         "with the drawn pool",
     )
+    fresh_names: bool = Field(
+        False,
+        description="every root is shown under names drawn afresh (easy_core.random_pools."
+        "fresh_names), the training pool's own included, and so are the renamed and drawn "
+        "pools: the policy can only copy a name from the cards (the recipe of an SFT "
+        "checkpoint trained with sft_data.fresh_names); prompts below the roots are left out",
+    )
     threads: int = Field(2, ge=1)
     seed: int = 0
 

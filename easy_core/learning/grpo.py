@@ -57,7 +57,7 @@ from easy_core.policies import get_policy
 from easy_core.policies.llm import chat_prompt_ids, generate_ids
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.runtime.policy import EpisodeState, OutcomeOracle
-from easy_core.world.random_pools import random_names, random_pool
+from easy_core.world.random_pools import fresh_names, random_names, random_pool
 from easy_core.world.suites.sim import SimSuite
 
 
@@ -92,11 +92,12 @@ class ScriptedPolicy:
 
 
 def renamed_profiles(
-    profiles: list[ExecutorProfile], rng: random.Random
+    profiles: list[ExecutorProfile], rng: random.Random, fresh: bool = False
 ) -> tuple[list[ExecutorProfile], dict[str, str]]:
-    """The pool's profiles under other names, in shuffled order, and the map from each shown
-    name to the executor it stands for."""
-    shown = dict(zip(random_names(rng, len(profiles)), profiles, strict=True))
+    """The pool's profiles under other names (`fresh_names` when `fresh`), in shuffled order,
+    and the map from each shown name to the executor it stands for."""
+    names = fresh_names if fresh else random_names
+    shown = dict(zip(names(rng, len(profiles)), profiles, strict=True))
     cards = [profile.model_copy(update={"name": name}) for name, profile in shown.items()]
     rng.shuffle(cards)
     return cards, {name: profile.name for name, profile in shown.items()}
@@ -166,12 +167,20 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
                 continue  # a repair turn on the way: no plan to replay
             # a prefix's plans and results name the pool's executors: roots only are shown
             # under other pools
-            views = [(pool.profiles, {}, "")]
+            fresh = config.fresh_names
+            if fresh and prefix:
+                continue  # the prefix names the training pool's executors, which fresh hides
+            if fresh:
+                rng = random.Random(f"{tree.task_id}/fresh")
+                views = [(*renamed_profiles(pool.profiles, rng, fresh=True), "")]
+            else:
+                views = [(pool.profiles, {}, "")]
             for variant in range(config.renamed_pools if not prefix else 0):
                 rng = random.Random(f"{tree.task_id}/{variant}")
-                views.append((*renamed_profiles(pool.profiles, rng), ""))
+                views.append((*renamed_profiles(pool.profiles, rng, fresh), ""))
             for variant in range(config.random_pools if not prefix else 0):
-                drawn = random_pool(random.Random(f"{tree.task_id}/drawn/{variant}"))
+                seed = random.Random(f"{tree.task_id}/drawn/{variant}")
+                drawn = random_pool(seed, fresh=fresh)
                 views.append((drawn.executors, {}, drawn.model_dump_json()))
             for profiles, names, drawn_pool in views:
                 schema = turn_schema(

@@ -47,15 +47,16 @@ def random_names(rng: random.Random, count: int) -> list[str]:
     return [f"{word}{rng.choice(NAME_SUFFIXES)}" for word in rng.sample(NAME_WORDS, count)]
 
 
-def random_pool(rng: random.Random, name: str = "sim-random") -> PoolConfig:
+def random_pool(rng: random.Random, name: str = "sim-random", fresh: bool = False) -> PoolConfig:
     """A simulated pool of 4 to 6 executors: generalists whose price and slowness grow with
     their strength, possibly a specialist (strong at one skill) and a tool (near-perfect at
-    one skill, near-useless elsewhere, almost free)."""
+    one skill, near-useless elsewhere, almost free). Named by `fresh_names` when `fresh`, else
+    from the short word list."""
     count = rng.randint(4, 6)
     kinds = ["generalist"] * count
     kinds[0] = rng.choice(["generalist", "specialist", "tool"])
     kinds[1] = rng.choice(["generalist", "generalist", "specialist"])
-    names = random_names(rng, count)
+    names = fresh_names(rng, count) if fresh else random_names(rng, count)
     profiles = [_profile(rng, name_, kind) for name_, kind in zip(names, kinds, strict=True)]
     rng.shuffle(profiles)
     return PoolConfig(name=name, description="a pool drawn by easy_core.random_pools",
