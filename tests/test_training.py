@@ -89,18 +89,21 @@ def test_sft_writes_a_checkpoint_with_card_and_curve(checkpoint) -> None:
 def test_a_checkpoint_is_run_only_in_the_output_contract_it_learnt(
     checkpoint, params: Params
 ) -> None:
-    """SFT records the step key order of its data (greedy's turns here: executor first); the
-    policy refuses to run the checkpoint in the other order, naming the setting that fits."""
-    from easy_core.executors.hf_models import CONTRACT_FILE, checkpoint_executor_last
+    """SFT records the contract of its data (greedy's turns here: executor first, no
+    per-subtask estimates); the policy refuses to run the checkpoint under another, naming the
+    setting that fits."""
+    from easy_core.executors.hf_models import CONTRACT_FILE, checkpoint_contract
     from easy_core.policies.llm import LLMPolicy
 
     out, metrics = checkpoint
-    assert json.loads((out / CONTRACT_FILE).read_text()) == {"executor_last": False}
-    assert metrics["executor_last"] is False and checkpoint_executor_last(out) is False
-    assert checkpoint_executor_last("smollm2-135m") is None  # a packaged base learnt neither
-    other = params.orchestrator.model_copy(update={"model": str(out), "executor_last": True})
-    with pytest.raises(ConfigError, match="orchestrator.executor_last=False"):
-        LLMPolicy().prepare(params.model_copy(update={"orchestrator": other}))
+    learnt = {"executor_last": False, "subtask_estimates": False}
+    assert json.loads((out / CONTRACT_FILE).read_text()) == learnt == checkpoint_contract(out)
+    assert metrics["executor_last"] is False and metrics["subtask_estimates"] is False
+    assert checkpoint_contract("smollm2-135m") is None  # a packaged base learnt none
+    for key in learnt:
+        other = params.orchestrator.model_copy(update={"model": str(out), key: True})
+        with pytest.raises(ConfigError, match=f"orchestrator.{key}=False"):
+            LLMPolicy().prepare(params.model_copy(update={"orchestrator": other}))
 
 
 def test_sft_changes_only_the_trained_layers(checkpoint, params: Params) -> None:
@@ -733,6 +736,46 @@ def test_fresh_names_rename_the_cards_and_every_executor_the_teacher_named(
         text = history[0]["content"] + history[1]["content"]
         assert not [name for name in pool.executors if f"{name} " in text or f"[{name}," in text]
         assert renamed.correct == trajectory.correct
+
+
+def test_subtask_estimates_list_each_subtasks_success_per_executor_cheapest_first(
+    params: Params, tmp_path: Path
+) -> None:
+    """orchestrator.subtask_estimates: under the task, one line per subtask with every
+    executor's expected success (the capability model greedy uses), cheapest first; the teacher
+    data is written with it and records it, so SFT's checkpoint carries it in its contract."""
+    from easy_core.core.capability import expected_success
+    from easy_core.executors.pool import load_pool
+    from easy_core.learning.teacher_data import write_teacher_dataset
+    from easy_core.plans.prompting import render_messages
+    from easy_core.world.suites.sim import SimSuite
+
+    pool = load_pool(SIM_DEFAULT, params)
+    task = next(iter(SimSuite(params.sim).tasks("validation", 1, 0)))
+    slope = params.capability.difficulty_slope
+    plain = render_messages(task, pool.profiles, [])[1]["content"]
+    user = render_messages(task, pool.profiles, [], estimates_slope=slope)[1]["content"]
+    assert "Expected success" not in plain and "Expected success" in user
+    lines = user.split("cheapest executor first:\n")[1].split("\n\n")[0].splitlines()
+    assert [line.split(":")[0] for line in lines] == [sub.id for sub in task.subtasks]
+    prices = {p.name: p.price_in_per_1m + p.price_out_per_1m for p in pool.profiles}
+    for sub, line in zip(task.subtasks, lines, strict=True):
+        shown = [entry.rsplit(" ", 1) for entry in line.split(": ", 1)[1].split(", ")]
+        assert sorted(name for name, _ in shown) == sorted(prices)
+        assert [prices[name] for name, _ in shown] == sorted(prices.values())
+        for name, rate in shown:
+            expected = expected_success(pool.profile(name), sub.skill, sub.difficulty, slope)
+            assert rate == f"{expected:.0%}"
+    rates = {line.split(": ")[1] for line in lines}
+    assert len(rates) > 1  # skills and difficulties move the estimates
+
+    on = params.orchestrator.model_copy(update={"subtask_estimates": True})
+    data = params.sft_data.model_copy(update={"n_tasks": 4, "real": []})
+    settings = params.model_copy(update={"orchestrator": on, "sft_data": data})
+    summary = write_teacher_dataset(settings, tmp_path / "sft")
+    assert summary["subtask_estimates"] is True and summary["executor_last"] is False
+    rows = [json.loads(line) for line in (tmp_path / "sft" / "train.jsonl").open()]
+    assert rows and all("Expected success" in row["messages"][1]["content"] for row in rows)
 
 
 def test_name_reading_measures_the_mass_a_grammar_over_the_pools_names_keeps(

@@ -580,6 +580,13 @@ class OrchestratorParams(_Section):
         "its executor; a checkpoint is used with the order it was trained on (its "
         "easy-contract.json says which)",
     )
+    subtask_estimates: bool = Field(
+        False,
+        description="the prompt lists under the task each subtask's expected success with "
+        "every executor, cheapest first, as the cards and capability.difficulty_slope predict "
+        "it (what greedy reads), so that choosing is copying a name from one line; a "
+        "checkpoint is used with the prompt it was trained on (its easy-contract.json)",
+    )
     max_new_tokens: int = Field(1024, ge=16)
     temperature: float = Field(0.0, ge=0)
     threads: int = Field(2, ge=1)
@@ -594,6 +601,14 @@ class OrchestratorParams(_Section):
         description="openai backend: server-specific request fields, e.g. {repeat_penalty: 1.0} "
         "for llama-cpp-python, whose default 1.1 penalises the tokens a JSON plan must repeat",
     )
+
+    def contract(self) -> dict[str, bool]:
+        """What a checkpoint trained under these settings has learnt to read and write (saved
+        as its easy-contract.json)."""
+        return {key: getattr(self, key) for key in CONTRACT_KEYS}
+
+
+CONTRACT_KEYS = ("executor_last", "subtask_estimates")
 
 
 ReleaseRuleName = Literal["eager", "tail_risk", "prefix", "coact"]
@@ -675,6 +690,13 @@ class Params(_Section):
     release: ReleaseParams = ReleaseParams()
     # `easy serve`
     serve: ServeParams = ServeParams()
+
+    def estimates_slope(self) -> float | None:
+        """The difficulty slope of the prompt's per-subtask success estimates, None when the
+        orchestrator's prompt has none (orchestrator.subtask_estimates)."""
+        if not self.orchestrator.subtask_estimates:
+            return None
+        return self.capability.difficulty_slope
 
 
 def load_params(path: str | Path | None, overrides: Sequence[str] = ()) -> Params:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from easy_core.core.params import Params
-from easy_core.executors.hf_models import checkpoint_executor_last, load_causal_lm
+from easy_core.executors.hf_models import checkpoint_contract, load_causal_lm
 from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import plan_text, render_messages
 from easy_core.plans.structured import EXECUTOR_KEY
@@ -30,7 +30,10 @@ def name_reading(
     most likely tokens, at the executor slot of `greedy`'s first step."""
     import torch
 
-    executor_last = bool(checkpoint_executor_last(model))
+    contract = checkpoint_contract(model) or params.orchestrator.contract()
+    executor_last = contract["executor_last"]
+    settings = params.orchestrator.model_copy(update=contract)
+    slope = params.model_copy(update={"orchestrator": settings}).estimates_slope()
     network, tokenizer = load_causal_lm(model, params.orchestrator.threads)
     pool = load_pool(pool_path, params)
     beginnings = name_beginnings(tokenizer, list(pool.executors))
@@ -42,7 +45,9 @@ def name_reading(
         first = plan.steps[0].model_copy(update={"executor": MARKER})
         text = plan_text(plan.model_copy(update={"steps": [first]}), executor_last)
         prefix = text[: text.index(EXECUTOR_KEY + MARKER) + len(EXECUTOR_KEY)]
-        messages = render_messages(task, pool.profiles, [], executor_last=executor_last)
+        messages = render_messages(
+            task, pool.profiles, [], executor_last=executor_last, estimates_slope=slope
+        )
         ids = chat_prompt_ids(tokenizer, messages)
         ids += tokenizer.encode(prefix, add_special_tokens=False)
         with torch.no_grad():

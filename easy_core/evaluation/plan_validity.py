@@ -28,7 +28,9 @@ def valid_plan_rate(
     valid = tokens = 0
     started = time.perf_counter()
     for task in SimSuite(params.sim).tasks(split, n, seed):
-        messages = render_messages(task, pool.profiles, [], None, settings.executor_last)
+        messages = render_messages(
+            task, pool.profiles, [], None, settings.executor_last, params.estimates_slope()
+        )
         schema = turn_schema(
             task, list(names), [], params.limits.max_steps_per_plan, settings.executor_last
         )

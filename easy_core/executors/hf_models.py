@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from easy_core.core.errors import ConfigError
+from easy_core.core.params import CONTRACT_KEYS
 
 
 class PackagedModel(NamedTuple):
@@ -216,30 +217,33 @@ def _keep_converted(network: Any, tokenizer: Any, target: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-# The output contract a checkpoint was trained to write (orchestrator.executor_last), saved in
-# its folder by the training stages. A checkpoint without one predates the choice: executor
-# first.
+# What a checkpoint was trained to read and write (OrchestratorParams.contract: the step key
+# order, the per-subtask estimates in its prompt), saved in its folder by the training stages.
+# A checkpoint without one, or without a key, predates that choice: its default, off.
 CONTRACT_FILE = "easy-contract.json"
 
 
-def checkpoint_executor_last(model: str | Path) -> bool | None:
-    """Whether the checkpoint folder `model` writes a step's executor last; None for a model
-    that is no checkpoint folder (a packaged base has learnt neither order)."""
+def checkpoint_contract(model: str | Path) -> dict[str, bool] | None:
+    """The contract of checkpoint folder `model` (orchestrator.executor_last and
+    orchestrator.subtask_estimates); None for a model that is no checkpoint folder (a packaged
+    base has learnt none)."""
     folder = Path(model)
     if not folder.is_dir():
         return None
     contract = folder / CONTRACT_FILE
-    if not contract.is_file():
-        return False
-    return bool(json.loads(contract.read_text(encoding="utf-8"))["executor_last"])
+    saved = json.loads(contract.read_text(encoding="utf-8")) if contract.is_file() else {}
+    return {key: bool(saved.get(key, False)) for key in CONTRACT_KEYS}
 
 
-def require_contract(model: str | Path, executor_last: bool) -> None:
-    """A ConfigError unless checkpoint `model` was trained on the output contract that
-    `executor_last` names: in the other order a model plans from a prompt it never saw."""
-    trained = checkpoint_executor_last(model)
-    if trained is not None and trained != executor_last:
-        raise ConfigError(
-            f"checkpoint {model} was trained with orchestrator.executor_last={trained} "
-            f"({CONTRACT_FILE}); run it with --set orchestrator.executor_last={trained}"
-        )
+def require_contract(model: str | Path, contract: dict[str, bool]) -> None:
+    """A ConfigError unless checkpoint `model` was trained on `contract`: under another prompt
+    or output order a model plans from text it never saw."""
+    trained = checkpoint_contract(model)
+    if trained is None:
+        return
+    for key in CONTRACT_KEYS:
+        if trained[key] != contract[key]:
+            raise ConfigError(
+                f"checkpoint {model} was trained with orchestrator.{key}={trained[key]} "
+                f"({CONTRACT_FILE}); run it with --set orchestrator.{key}={trained[key]}"
+            )

@@ -47,11 +47,11 @@ def freeze_lower_layers(model: Any, train_layers: int) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def grpo_trainable_copy(config: GrpoParams, executor_last: bool) -> tuple[Any, Any, int, Any]:
+def grpo_trainable_copy(config: GrpoParams, contract: dict[str, bool]) -> tuple[Any, Any, int, Any]:
     """`trainable_copy` of grpo.base_model as both GRPO trainers (stored and on-policy trees)
     train it: grpo.train_layers, or LoRA of rank grpo.lora_r and alpha twice that. The base
-    must have learnt the output contract the prompts ask for (`executor_last`)."""
-    require_contract(config.base_model, executor_last)
+    must have learnt the prompt and output contract the prompts ask for (`contract`)."""
+    require_contract(config.base_model, contract)
     return trainable_copy(
         config.base_model,
         config.threads,
@@ -117,10 +117,11 @@ def publish_checkpoint(
     staging: Path,
     out: Path,
     card: str,
-    executor_last: bool,
+    contract: dict[str, bool],
 ) -> None:
-    """Save the trained model (LoRA merged), tokenizer, card and output contract (the step
-    key order it learnt to write) into `staging`, then move it to `out` in one rename."""
+    """Save the trained model (LoRA merged), tokenizer, card and contract (what its prompt
+    shows and the step key order it learnt to write: OrchestratorParams.contract) into
+    `staging`, then move it to `out` in one rename."""
     final = trainer.model.merge_and_unload() if lora else trainer.model
     # Trainers switch the KV cache off for training; a checkpoint without it generates one
     # full forward pass per token (hundreds of times slower).
@@ -130,7 +131,7 @@ def publish_checkpoint(
     tokenizer.save_pretrained(staging)
     shutil.rmtree(staging / "trainer", ignore_errors=True)
     atomic_write_text(staging / "README.md", card)
-    write_json(staging / CONTRACT_FILE, {"executor_last": executor_last})
+    write_json(staging / CONTRACT_FILE, contract)
     if out.exists():
         shutil.rmtree(out)
     staging.rename(out)

@@ -193,7 +193,11 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
                 rows.append(
                     {
                         "prompt": render_messages(
-                            tasks[index], profiles, prefix, executor_last=executor_last
+                            tasks[index],
+                            profiles,
+                            prefix,
+                            executor_last=executor_last,
+                            estimates_slope=params.estimates_slope(),
                         ),
                         "task_index": index,
                         "prefix": json.dumps([plan_text(m.plan) for m in prefix]),
@@ -422,8 +426,8 @@ def train_grpo(
     rows = tree_prompts(params, trees)
     if not rows:
         raise ConfigError("no decision states in the tree rollouts to train on")
-    executor_last = params.orchestrator.executor_last
-    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config, executor_last)
+    contract = params.orchestrator.contract()
+    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config, contract)
     reward = SimReward(params)
     all_rows = len(rows)
     rows = add_guides(params, rows, reward, tokenizer)
@@ -503,7 +507,7 @@ def train_grpo(
         + "\n"
     )
     publish_checkpoint(
-        trainer, tokenizer, config.lora, staging, out, card, params.orchestrator.executor_last
+        trainer, tokenizer, config.lora, staging, out, card, params.orchestrator.contract()
     )
     report = Path(report_dir) if report_dir is not None else out
     if params.grpo.guide:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from easy_core.core.errors import ConfigError
-from easy_core.core.params import SftParams
+from easy_core.core.params import CONTRACT_KEYS, SftParams
 from easy_core.learning.checkpoints import (
     privileged_note,
     publish_checkpoint,
@@ -108,10 +108,13 @@ def train_sft(
         "first_loss": curve[0]["loss"] if curve else None,
         "last_loss": curve[-1]["loss"] if curve else None,
         "data_sha256": file_hash(sft.data),
-        "executor_last": bool(data_summary(sft.data).get("executor_last", False)),
     }
+    # the checkpoint learnt the prompt and output contract its data was written in
+    summary = data_summary(sft.data)
+    contract = {key: bool(summary.get(key, False)) for key in CONTRACT_KEYS}
+    metrics.update(contract)
     card = model_card(sft, metrics, curve)
-    publish_checkpoint(trainer, tokenizer, sft.lora, staging, out, card, metrics["executor_last"])
+    publish_checkpoint(trainer, tokenizer, sft.lora, staging, out, card, contract)
     report = Path(report_dir) if report_dir is not None else out
     write_report(report, metrics, curve, "loss", "SFT loss (answer tokens)", "SFT warm start")
     return metrics

@@ -24,10 +24,11 @@ def teacher_examples(
     pairs: Iterable[tuple[Task, Trajectory]],
     profiles: list[ExecutorProfile],
     executor_last: bool = False,
+    estimates_slope: float | None = None,
 ) -> Iterator[dict]:
-    """One example per turn of every correct trajectory: the messages before the turn, and the
-    teacher's plan as the assistant's answer, both in the output contract `executor_last`
-    names."""
+    """One example per turn of every correct trajectory: the messages before the turn (with
+    per-subtask estimates when `estimates_slope` is set), and the teacher's plan as the
+    assistant's answer, both in the output contract `executor_last` names."""
     for task, trajectory in pairs:
         if not trajectory.correct:
             continue
@@ -37,7 +38,11 @@ def teacher_examples(
             turns = [_without_covers(plan) for plan in turns]
         for index, plan in enumerate(turns):
             messages = render_messages(
-                task, profiles, trajectory.milestones[:index], executor_last=executor_last
+                task,
+                profiles,
+                trajectory.milestones[:index],
+                executor_last=executor_last,
+                estimates_slope=estimates_slope,
             )
             messages.append({"role": "assistant", "content": plan_text(plan, executor_last)})
             yield {"task_id": task.id, "turn": index, "messages": messages}
@@ -112,7 +117,7 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
         sources.append((real.suite, real.suite, real.n_tasks, config.seed, pool))
     examples: list[dict] = []
     executor_last = params.orchestrator.executor_last
-    summary: dict = {"teacher": config.teacher, "executor_last": executor_last, "suites": {}}
+    summary: dict = {"teacher": config.teacher, **params.orchestrator.contract(), "suites": {}}
     for key, name, n_tasks, seed, pool in sources:
         suite = get_suite(name, params)
         tasks = list(suite.tasks("train", n_tasks, seed))
@@ -124,7 +129,9 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
             if config.fresh_names and name == "sim":
                 rng = random.Random(f"sft/{config.seed}/names/{pool.name}/{task.id}")
                 profiles, trajectory = under_fresh_names(profiles, trajectory, rng)
-            rows += teacher_examples([(task, trajectory)], profiles, executor_last)
+            rows += teacher_examples(
+                [(task, trajectory)], profiles, executor_last, params.estimates_slope()
+            )
         examples += rows
         entry = summary["suites"].setdefault(
             key, {"pools": [], "tasks": 0, "successful_trajectories": 0, "examples": 0}

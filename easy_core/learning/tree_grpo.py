@@ -310,6 +310,7 @@ class TreeRollout:
             self.runner.pool.profiles,
             [],
             executor_last=self.runner.params.orchestrator.executor_last,
+            estimates_slope=self.runner.params.estimates_slope(),
         )
 
 
@@ -334,7 +335,11 @@ def on_policy_rows(params: Params) -> list[dict[str, Any]]:
     return [
         {
             "prompt": render_messages(
-                tasks[index], pool.profiles, [], executor_last=params.orchestrator.executor_last
+                tasks[index],
+                pool.profiles,
+                [],
+                executor_last=params.orchestrator.executor_last,
+                estimates_slope=params.estimates_slope(),
             ),
             "task_index": index,
             "slot": slot,
@@ -402,8 +407,8 @@ def train_tree_grpo(
     if k < 2:
         raise ConfigError("Tree-GRPO compares siblings: set rollouts.tree_k to 2 or more")
     rows = on_policy_rows(params)
-    executor_last = params.orchestrator.executor_last
-    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config, executor_last)
+    contract = params.orchestrator.contract()
+    model, tokenizer, trainable, peft_config = grpo_trainable_copy(config, contract)
     rollout = TreeRollout(params, rows)
     staging = staging_dir(out)
     args = GRPOConfig(
@@ -475,7 +480,7 @@ def train_tree_grpo(
         + "\n"
     )
     publish_checkpoint(
-        trainer, tokenizer, config.lora, staging, out, card, params.orchestrator.executor_last
+        trainer, tokenizer, config.lora, staging, out, card, params.orchestrator.contract()
     )
     report = Path(report_dir) if report_dir is not None else out
     write_report(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from easy_core.core.capability import expected_success
 from easy_core.core.schemas import ExecutorProfile, Milestone, Plan, Task
 
 # A step's keys in the order the orchestrator writes them. Executor last: the model has written
@@ -50,6 +51,20 @@ def executor_cards(profiles: list[ExecutorProfile]) -> str:
     return "\n".join(f"- {profile.card()}" for profile in profiles)
 
 
+def subtask_estimates(task: Task, profiles: list[ExecutorProfile], slope: float) -> str:
+    """One line per subtask: every executor's expected success on it (the cards' rate for its
+    skill, moved to its difficulty), cheapest executor first."""
+    by_price = sorted(profiles, key=lambda p: (p.price_in_per_1m + p.price_out_per_1m, p.name))
+    lines = []
+    for sub in task.subtasks:
+        estimates = (
+            f"{p.name} {expected_success(p, sub.skill, sub.difficulty, slope):.0%}"
+            for p in by_price
+        )
+        lines.append(f"{sub.id}: {', '.join(estimates)}")
+    return "\n".join(lines)
+
+
 def render_history(milestones: list[Milestone], max_chars: int = MAX_OUTPUT_CHARS) -> str:
     if not milestones:
         return "No milestone has run yet."
@@ -74,10 +89,15 @@ def render_messages(
     milestones: list[Milestone],
     repair_error: str | None = None,
     executor_last: bool = False,
+    estimates_slope: float | None = None,
 ) -> list[dict[str, str]]:
-    """Chat messages for the next orchestrator turn (system: contract and cards; user: task and
-    history)."""
-    user = f"{task.prompt}\n\nHistory:\n{render_history(milestones)}"
+    """Chat messages for the next orchestrator turn (system: contract and cards; user: task,
+    with `estimates_slope` each subtask's expected success per executor, and history)."""
+    user = task.prompt
+    if estimates_slope is not None:
+        estimates = subtask_estimates(task, profiles, estimates_slope)
+        user += f"\n\nExpected success, cheapest executor first:\n{estimates}"
+    user += f"\n\nHistory:\n{render_history(milestones)}"
     if repair_error:
         user += f"\n\nYour last answer was invalid: {repair_error}\nAnswer again with valid JSON."
     system = f"{contract(executor_last)}\n\nExecutors:\n{executor_cards(profiles)}"

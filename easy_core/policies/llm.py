@@ -232,7 +232,7 @@ class LLMPolicy:
         if params.orchestrator.backend == "hf":
             from easy_core.executors.hf_models import load_causal_lm, require_contract
 
-            require_contract(params.orchestrator.model, params.orchestrator.executor_last)
+            require_contract(params.orchestrator.model, params.orchestrator.contract())
             load_causal_lm(params.orchestrator.model, params.orchestrator.threads)
 
     async def act(self, state: EpisodeState) -> str:
@@ -254,7 +254,12 @@ def turn_inputs(state: EpisodeState) -> tuple[list[dict[str, str]], dict[str, An
     """What the orchestrator reads this turn, and the schema its answer must follow."""
     executor_last = state.params.orchestrator.executor_last
     messages = render_messages(
-        state.task, state.pool.profiles, state.milestones, state.repair_error, executor_last
+        state.task,
+        state.pool.profiles,
+        state.milestones,
+        state.repair_error,
+        executor_last,
+        state.params.estimates_slope(),
     )
     schema = turn_schema(
         state.task,
