@@ -611,6 +611,12 @@ class OrchestratorParams(_Section):
 CONTRACT_KEYS = ("executor_last", "subtask_estimates")
 
 
+def read_contract(saved: dict[str, Any]) -> dict[str, bool]:
+    """The contract in `saved` (an easy-contract.json or a teacher data summary): a key it
+    lacks predates that setting, whose default is off."""
+    return {key: bool(saved.get(key, False)) for key in CONTRACT_KEYS}
+
+
 ReleaseRuleName = Literal["eager", "tail_risk", "prefix", "coact"]
 
 

@@ -18,7 +18,7 @@ from easy_core.core.params import Params
 from easy_core.core.schemas import EvalMetrics, Task, Trajectory
 from easy_core.core.stats import paired_difference
 from easy_core.evaluation.evaluator import EvalSpec, evaluate, evaluate_resumable
-from easy_core.executors.hf_models import checkpoint_contract
+from easy_core.executors.hf_models import in_trained_contract
 from easy_core.learning.checkpoints import checkpoint_digest
 from easy_core.policies.batch import ProgressCallback
 from easy_core.world.suites import get_suite
@@ -54,9 +54,7 @@ def compare_checkpoints(
     played: dict[str, list[Trajectory]] = {}
     for label, model in models.items():
         # each checkpoint reads the prompt and writes the plans it was trained on
-        trained = checkpoint_contract(model) or params.orchestrator.contract()
-        orchestrator = params.orchestrator.model_copy(update={"model": model, **trained})
-        with_model = params.model_copy(update={"orchestrator": orchestrator})
+        with_model = in_trained_contract(params, model)
         metrics, played[label] = run(label, "easy", with_model, model)
         rows.append({"name": label, "model": model, **metrics.model_dump()})
     for policy in baselines:

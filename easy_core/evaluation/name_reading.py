@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from easy_core.core.params import Params
-from easy_core.executors.hf_models import checkpoint_contract, load_causal_lm
+from easy_core.executors.hf_models import in_trained_contract, load_causal_lm
 from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import plan_text, render_messages
 from easy_core.plans.structured import EXECUTOR_KEY
@@ -30,10 +30,9 @@ def name_reading(
     most likely tokens, at the executor slot of `greedy`'s first step."""
     import torch
 
-    contract = checkpoint_contract(model) or params.orchestrator.contract()
-    executor_last = contract["executor_last"]
-    settings = params.orchestrator.model_copy(update=contract)
-    slope = params.model_copy(update={"orchestrator": settings}).estimates_slope()
+    params = in_trained_contract(params, model)
+    executor_last = params.orchestrator.executor_last
+    slope = params.estimates_slope()
     network, tokenizer = load_causal_lm(model, params.orchestrator.threads)
     pool = load_pool(pool_path, params)
     beginnings = name_beginnings(tokenizer, list(pool.executors))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from easy_core.core.errors import ConfigError
-from easy_core.core.params import CONTRACT_KEYS
+from easy_core.core.params import CONTRACT_KEYS, Params, read_contract
 
 
 class PackagedModel(NamedTuple):
@@ -232,7 +232,15 @@ def checkpoint_contract(model: str | Path) -> dict[str, bool] | None:
         return None
     contract = folder / CONTRACT_FILE
     saved = json.loads(contract.read_text(encoding="utf-8")) if contract.is_file() else {}
-    return {key: bool(saved.get(key, False)) for key in CONTRACT_KEYS}
+    return read_contract(saved)
+
+
+def in_trained_contract(params: Params, model: str) -> Params:
+    """`params` with orchestrator.model = `model`, run in the contract it was trained on (a
+    packaged model, which learnt none, in params' own)."""
+    trained = checkpoint_contract(model) or params.orchestrator.contract()
+    orchestrator = params.orchestrator.model_copy(update={"model": model, **trained})
+    return params.model_copy(update={"orchestrator": orchestrator})
 
 
 def require_contract(model: str | Path, contract: dict[str, bool]) -> None:

@@ -57,7 +57,7 @@ from easy_core.policies import get_policy
 from easy_core.policies.llm import chat_prompt_ids, generate_ids
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.runtime.policy import EpisodeState, OutcomeOracle
-from easy_core.world.random_pools import fresh_names, random_names, random_pool
+from easy_core.world.random_pools import drawn_names, random_pool
 from easy_core.world.suites.sim import SimSuite
 
 
@@ -96,8 +96,7 @@ def renamed_profiles(
 ) -> tuple[list[ExecutorProfile], dict[str, str]]:
     """The pool's profiles under other names (`fresh_names` when `fresh`), in shuffled order,
     and the map from each shown name to the executor it stands for."""
-    names = fresh_names if fresh else random_names
-    shown = dict(zip(names(rng, len(profiles)), profiles, strict=True))
+    shown = dict(zip(drawn_names(rng, len(profiles), fresh), profiles, strict=True))
     cards = [profile.model_copy(update={"name": name}) for name, profile in shown.items()]
     rng.shuffle(cards)
     return cards, {name: profile.name for name, profile in shown.items()}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from easy_core.core.errors import ConfigError
-from easy_core.core.params import CONTRACT_KEYS, SftParams
+from easy_core.core.params import SftParams, read_contract
 from easy_core.learning.checkpoints import (
     privileged_note,
     publish_checkpoint,
@@ -110,8 +110,7 @@ def train_sft(
         "data_sha256": file_hash(sft.data),
     }
     # the checkpoint learnt the prompt and output contract its data was written in
-    summary = data_summary(sft.data)
-    contract = {key: bool(summary.get(key, False)) for key in CONTRACT_KEYS}
+    contract = read_contract(data_summary(sft.data))
     metrics.update(contract)
     card = model_card(sft, metrics, curve)
     publish_checkpoint(trainer, tokenizer, sft.lora, staging, out, card, contract)

@@ -116,7 +116,7 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
             pool = load_pool(real.pool, params)
         sources.append((real.suite, real.suite, real.n_tasks, config.seed, pool))
     examples: list[dict] = []
-    executor_last = params.orchestrator.executor_last
+    executor_last, estimates_slope = params.orchestrator.executor_last, params.estimates_slope()
     summary: dict = {"teacher": config.teacher, **params.orchestrator.contract(), "suites": {}}
     for key, name, n_tasks, seed, pool in sources:
         suite = get_suite(name, params)
@@ -129,9 +129,7 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
             if config.fresh_names and name == "sim":
                 rng = random.Random(f"sft/{config.seed}/names/{pool.name}/{task.id}")
                 profiles, trajectory = under_fresh_names(profiles, trajectory, rng)
-            rows += teacher_examples(
-                [(task, trajectory)], profiles, executor_last, params.estimates_slope()
-            )
+            rows += teacher_examples([(task, trajectory)], profiles, executor_last, estimates_slope)
         examples += rows
         entry = summary["suites"].setdefault(
             key, {"pools": [], "tasks": 0, "successful_trajectories": 0, "examples": 0}

@@ -47,6 +47,11 @@ def random_names(rng: random.Random, count: int) -> list[str]:
     return [f"{word}{rng.choice(NAME_SUFFIXES)}" for word in rng.sample(NAME_WORDS, count)]
 
 
+def drawn_names(rng: random.Random, count: int, fresh: bool) -> list[str]:
+    """`count` executor names: `fresh_names` when `fresh`, else `random_names`."""
+    return fresh_names(rng, count) if fresh else random_names(rng, count)
+
+
 def random_pool(rng: random.Random, name: str = "sim-random", fresh: bool = False) -> PoolConfig:
     """A simulated pool of 4 to 6 executors: generalists whose price and slowness grow with
     their strength, possibly a specialist (strong at one skill) and a tool (near-perfect at
@@ -56,7 +61,7 @@ def random_pool(rng: random.Random, name: str = "sim-random", fresh: bool = Fals
     kinds = ["generalist"] * count
     kinds[0] = rng.choice(["generalist", "specialist", "tool"])
     kinds[1] = rng.choice(["generalist", "generalist", "specialist"])
-    names = fresh_names(rng, count) if fresh else random_names(rng, count)
+    names = drawn_names(rng, count, fresh)
     profiles = [_profile(rng, name_, kind) for name_, kind in zip(names, kinds, strict=True)]
     rng.shuffle(profiles)
     return PoolConfig(name=name, description="a pool drawn by easy_core.random_pools",
