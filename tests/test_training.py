@@ -122,6 +122,50 @@ def test_sft_changes_only_the_trained_layers(checkpoint, params: Params) -> None
     assert not torch.equal(trained, tuned.model.layers[layers - 1].mlp.down_proj.weight)
 
 
+def test_a_stopped_sft_run_goes_on_from_its_last_save(
+    checkpoint, params: Params, sft_data: Path, tmp_path: Path
+) -> None:
+    """Stopped right after its step-1 save, a rerun with the same params resumes at step 1 and
+    ends with the weights of the run that never stopped; other params start afresh."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import TrainerCallback
+
+    from easy_core.learning.checkpoints import resumable_staging
+
+    class Stopped(Exception):
+        pass
+
+    class StopAfterSave(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            raise Stopped
+
+    whole, _ = checkpoint
+    update = {"data": str(sft_data), "max_steps": 2, "max_examples": 4, "save_steps": 1}
+    sft = params.sft.model_copy(update=update)
+    out = tmp_path / "sft"
+    with pytest.raises(Stopped):
+        train_sft(sft, out, callbacks=[StopAfterSave()])
+    staging = tmp_path / "sft.tmp"
+    assert not out.exists() and (staging / "trainer" / "checkpoint-1").is_dir()
+
+    metrics = train_sft(sft, out)
+    assert metrics["resumed_from_step"] == 1 and not staging.exists()
+    assert [c["step"] for c in json.loads((out / "curve.json").read_text())] == [1, 2]
+    assert "after resuming at step 1" in (out / "README.md").read_text()
+    resumed, uninterrupted = (
+        load_file(out / "model.safetensors"),
+        load_file(whole / "model.safetensors"),
+    )
+    assert all(torch.allclose(resumed[k], uninterrupted[k], atol=1e-6) for k in uninterrupted)
+
+    (staging / "trainer" / "checkpoint-1").mkdir(parents=True)
+    (staging / "trainer" / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    (staging / "run.json").write_text(json.dumps({"learning_rate": 1.0}))
+    assert resumable_staging(out, {"learning_rate": 2.0}) == (staging, None)
+    assert not (staging / "trainer").exists()
+
+
 def test_bad_sft_data_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="dvc repro sft_data"):
         load_examples(tmp_path / "none.jsonl", 4)

@@ -413,6 +413,12 @@ class SftParams(_Section):
     lora_alpha: int = Field(32, ge=1)
     threads: int = Field(2, ge=1)
     seed: int = 0
+    save_steps: int = Field(
+        50,
+        ge=0,
+        description="keep a resumable trainer checkpoint every this many steps (0: none); a "
+        "rerun with the same params and data goes on from the last one",
+    )
 
 
 class GrpoParams(_Section):

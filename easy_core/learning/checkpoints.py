@@ -84,17 +84,21 @@ def trainable_copy(
     return model, tokenizer, trainable, peft_config
 
 
-def trainer_args(staging: Path, seed: int) -> dict[str, Any]:
+def trainer_args(staging: Path, seed: int, save_steps: int = 0) -> dict[str, Any]:
     """Arguments every TRL trainer config here shares: writes into the staging folder, logs
-    every step, saves nothing on its own (the checkpoint is published at the end), reports to
-    no tracker, and runs on the CPU in float32 without gradient checkpointing unless a GPU is
-    there (docs/ARCHITECTURE.md, "Running on CPU")."""
+    every step, keeps only the latest resumable trainer checkpoint every `save_steps` steps (0:
+    none; the checkpoint itself is published at the end), reports to no tracker, and runs on
+    the CPU in float32 without gradient checkpointing unless a GPU is there
+    (docs/ARCHITECTURE.md, "Running on CPU")."""
     import torch
 
+    saves = {"save_strategy": "no"}
+    if save_steps > 0:
+        saves = {"save_strategy": "steps", "save_steps": save_steps, "save_total_limit": 1}
     return {
         "output_dir": str(staging / "trainer"),
         "logging_steps": 1,
-        "save_strategy": "no",
+        **saves,
         "report_to": [],
         "use_cpu": not torch.cuda.is_available(),
         "bf16": False,
@@ -108,6 +112,27 @@ def staging_dir(out: Path) -> Path:
     staging = out.with_name(out.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     return staging
+
+
+RUN_FILE = "run.json"
+
+
+def resumable_staging(out: Path, run: dict[str, Any]) -> tuple[Path, Path | None]:
+    """The staging folder beside `out` and the latest trainer checkpoint in it to resume from.
+    A checkpoint is resumed only when the interrupted run was this one (`run`: its params and
+    data hash, kept in run.json); otherwise the folder starts empty."""
+    staging = out.with_name(out.name + ".tmp")
+    marker = staging / RUN_FILE
+    if marker.is_file() and json.loads(marker.read_text(encoding="utf-8")) == run:
+        saved = sorted(
+            (staging / "trainer").glob("checkpoint-*"), key=lambda d: int(d.name.split("-")[-1])
+        )
+        complete = [d for d in saved if (d / "trainer_state.json").is_file()]
+        return staging, complete[-1] if complete else None
+    staging = staging_dir(out)
+    staging.mkdir(parents=True)
+    write_json(marker, run)
+    return staging, None
 
 
 def publish_checkpoint(
@@ -130,6 +155,7 @@ def publish_checkpoint(
     final.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     shutil.rmtree(staging / "trainer", ignore_errors=True)
+    (staging / RUN_FILE).unlink(missing_ok=True)
     atomic_write_text(staging / "README.md", card)
     write_json(staging / CONTRACT_FILE, contract)
     if out.exists():

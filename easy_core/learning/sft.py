@@ -25,7 +25,7 @@ from easy_core.core.params import SftParams, read_contract
 from easy_core.learning.checkpoints import (
     privileged_note,
     publish_checkpoint,
-    staging_dir,
+    resumable_staging,
     trainable_copy,
     trainer_args,
     write_report,
@@ -56,10 +56,17 @@ def file_hash(path: str | Path) -> str:
 
 
 def train_sft(
-    sft: SftParams, out_dir: str | Path | None = None, report_dir: str | Path | None = None
+    sft: SftParams,
+    out_dir: str | Path | None = None,
+    report_dir: str | Path | None = None,
+    callbacks: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune, save the checkpoint with its card; the training curve (curve.json, curve.png)
-    and metrics.json go to `report_dir` (default: the checkpoint folder). Returns the metrics."""
+    and metrics.json go to `report_dir` (default: the checkpoint folder). Returns the metrics.
+
+    Every sft.save_steps steps the trainer's state is kept in the staging folder; a run that
+    stopped goes on from there when it is started again with the same params and data.
+    `callbacks`: extra transformers TrainerCallbacks."""
     import torch
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -71,9 +78,13 @@ def train_sft(
     model, tokenizer, trainable, peft_config = trainable_copy(
         sft.base_model, sft.threads, sft.train_layers, sft.lora, sft.lora_r, sft.lora_alpha
     )
-    staging = staging_dir(out)
+    run = {
+        **sft.model_dump(mode="json", exclude={"out", "threads", "save_steps"}),
+        "data_sha256": file_hash(sft.data),
+    }
+    staging, resume_from = resumable_staging(out, run)
     config = SFTConfig(
-        **trainer_args(staging, sft.seed),
+        **trainer_args(staging, sft.seed, sft.save_steps),
         max_steps=sft.max_steps,
         per_device_train_batch_size=sft.batch_size,
         gradient_accumulation_steps=sft.grad_accum,
@@ -90,9 +101,10 @@ def train_sft(
         train_dataset=Dataset.from_list(examples),
         processing_class=tokenizer,
         peft_config=peft_config,
+        callbacks=callbacks,
     )
     started = time.perf_counter()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     seconds = time.perf_counter() - started
     curve = [
         {"step": entry["step"], "loss": entry["loss"]}
@@ -105,9 +117,10 @@ def train_sft(
         "steps": sft.max_steps,
         "trainable_parameters": trainable,
         "train_seconds": seconds,
+        "resumed_from_step": int(resume_from.name.split("-")[-1]) if resume_from else 0,
         "first_loss": curve[0]["loss"] if curve else None,
         "last_loss": curve[-1]["loss"] if curve else None,
-        "data_sha256": file_hash(sft.data),
+        "data_sha256": run["data_sha256"],
     }
     # the checkpoint learnt the prompt and output contract its data was written in
     contract = read_contract(data_summary(sft.data))
@@ -136,6 +149,11 @@ def teacher_of(data: str) -> str:
 def model_card(sft: SftParams, metrics: dict[str, Any], curve: list[dict[str, float]]) -> str:
     params = "\n".join(f"- {k}: {v}" for k, v in sft.model_dump().items())
     losses = ", ".join(f"{c['loss']:.3f}" for c in curve)
+    resumed = (
+        f" after resuming at step {metrics['resumed_from_step']}"
+        if metrics["resumed_from_step"]
+        else ""
+    )
     return (
         "---\nlibrary_name: transformers\ntags: [easy, orchestrator, sft, trl]\n---\n\n"
         f"# easy orchestrator, SFT warm start of {sft.base_model}\n\n"
@@ -144,5 +162,6 @@ def model_card(sft: SftParams, metrics: dict[str, Any], curve: list[dict[str, fl
         f"Data: `{sft.data}` (sha256 {metrics['data_sha256']}), {metrics['examples']} examples."
         f"\n\n{privileged_note([teacher_of(sft.data)])}"
         f"Loss: {metrics['first_loss']} -> {metrics['last_loss']} in {metrics['steps']} "
-        f"steps ({metrics['train_seconds']:.0f} s); per step: {losses}.\n\nParams:\n{params}\n"
+        f"steps ({metrics['train_seconds']:.0f} s{resumed}); per step: {losses}.\n\n"
+        f"Params:\n{params}\n"
     )
