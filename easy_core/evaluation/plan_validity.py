@@ -11,7 +11,7 @@ from easy_core.core.errors import PlanError
 from easy_core.core.params import Params
 from easy_core.core.stats import wilson_interval
 from easy_core.executors.pool import load_pool
-from easy_core.plans.prompting import render_messages
+from easy_core.plans.prompting import orchestrator_messages
 from easy_core.plans.structured import turn_schema
 from easy_core.plans.validation import parse_plan, validate_plan
 from easy_core.policies.llm import generate_hf, generate_openai
@@ -28,9 +28,7 @@ def valid_plan_rate(
     valid = tokens = 0
     started = time.perf_counter()
     for task in SimSuite(params.sim).tasks(split, n, seed):
-        messages = render_messages(
-            task, pool.profiles, [], None, settings.executor_last, params.estimates_slope()
-        )
+        messages = orchestrator_messages(params, task, pool.profiles, [])
         schema = turn_schema(
             task, list(names), [], params.limits.max_steps_per_plan, settings.executor_last
         )

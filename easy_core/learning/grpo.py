@@ -50,7 +50,7 @@ from easy_core.learning.checkpoints import (
 )
 from easy_core.learning.tree_grpo import train_tree_grpo
 from easy_core.learning.trees import TaskTree, TreeNode, grow_tree
-from easy_core.plans.prompting import plan_text, render_messages
+from easy_core.plans.prompting import orchestrator_messages, plan_text
 from easy_core.plans.structured import executor_token_mask, schema_accepts, turn_schema
 from easy_core.plans.validation import parse_plan, validate_plan
 from easy_core.policies import get_policy
@@ -191,13 +191,7 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
                 )
                 rows.append(
                     {
-                        "prompt": render_messages(
-                            tasks[index],
-                            profiles,
-                            prefix,
-                            executor_last=executor_last,
-                            estimates_slope=params.estimates_slope(),
-                        ),
+                        "prompt": orchestrator_messages(params, tasks[index], profiles, prefix),
                         "task_index": index,
                         "prefix": json.dumps([plan_text(m.plan) for m in prefix]),
                         "schema": json.dumps(schema),

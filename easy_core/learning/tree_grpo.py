@@ -41,7 +41,7 @@ from easy_core.learning.checkpoints import (
     write_report,
 )
 from easy_core.learning.trees import TreeNode, assign_values
-from easy_core.plans.prompting import render_messages
+from easy_core.plans.prompting import orchestrator_messages
 from easy_core.plans.structured import executor_token_mask
 from easy_core.policies import get_policy
 from easy_core.policies.llm import chat_prompt_ids, generate_ids, record_answer, turn_inputs
@@ -305,12 +305,8 @@ class TreeRollout:
         return {**out, "logprobs": None}
 
     def _root_messages(self, index: int) -> list[dict[str, str]]:
-        return render_messages(
-            self.tasks[index],
-            self.runner.pool.profiles,
-            [],
-            executor_last=self.runner.params.orchestrator.executor_last,
-            estimates_slope=self.runner.params.estimates_slope(),
+        return orchestrator_messages(
+            self.runner.params, self.tasks[index], self.runner.pool.profiles, []
         )
 
 
@@ -334,13 +330,7 @@ def on_policy_rows(params: Params) -> list[dict[str, Any]]:
     slots = group_slots(params.rollouts.tree_k, config.tree_depth)
     return [
         {
-            "prompt": render_messages(
-                tasks[index],
-                pool.profiles,
-                [],
-                executor_last=params.orchestrator.executor_last,
-                estimates_slope=params.estimates_slope(),
-            ),
+            "prompt": orchestrator_messages(params, tasks[index], pool.profiles, []),
             "task_index": index,
             "slot": slot,
         }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from easy_core.core.capability import expected_success
+from easy_core.core.params import Params
 from easy_core.core.schemas import ExecutorProfile, Milestone, Plan, Task
 
 # A step's keys in the order the orchestrator writes them. Executor last: the model has written
@@ -105,6 +106,25 @@ def render_messages(
         {"role": "system", "content": system},
         {"role": "user", "content": user},
     ]
+
+
+def orchestrator_messages(
+    params: Params,
+    task: Task,
+    profiles: list[ExecutorProfile],
+    milestones: list[Milestone],
+    repair_error: str | None = None,
+) -> list[dict[str, str]]:
+    """`render_messages` in the prompt contract `params.orchestrator` sets (step key order,
+    per-subtask estimates): the turn the policy and both GRPO trainers show the model."""
+    return render_messages(
+        task,
+        profiles,
+        milestones,
+        repair_error,
+        params.orchestrator.executor_last,
+        params.estimates_slope(),
+    )
 
 
 def plan_text(plan: Plan, executor_last: bool = False) -> str:

@@ -1,6 +1,6 @@
 """The `easy` policy: an LLM orchestrator. Each turn it reads the task, the executor cards and
-the milestone history (`prompting.render_messages`) and writes one JSON plan, which the runtime
-parses and validates (an invalid answer gets one repair turn with the error, then ends the
+the milestone history (`prompting.orchestrator_messages`) and writes one JSON plan, which the
+runtime parses and validates (an invalid answer gets one repair turn with the error, then ends the
 episode with a completeness penalty; never a crash).
 
 Backends (params.orchestrator):
@@ -26,7 +26,7 @@ from typing import Any
 from easy_core.core.clock import VirtualTimeLoop
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import OrchestratorParams, Params
-from easy_core.plans.prompting import render_messages
+from easy_core.plans.prompting import orchestrator_messages
 from easy_core.plans.structured import (
     SchemaConstraint,
     plan_schema,
@@ -253,13 +253,8 @@ class LLMPolicy:
 def turn_inputs(state: EpisodeState) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """What the orchestrator reads this turn, and the schema its answer must follow."""
     executor_last = state.params.orchestrator.executor_last
-    messages = render_messages(
-        state.task,
-        state.pool.profiles,
-        state.milestones,
-        state.repair_error,
-        executor_last,
-        state.params.estimates_slope(),
+    messages = orchestrator_messages(
+        state.params, state.task, state.pool.profiles, state.milestones, state.repair_error
     )
     schema = turn_schema(
         state.task,
