@@ -185,8 +185,10 @@ def test_easy_policy_in_process_never_crashes_and_counts_its_tokens(checkpoint, 
         }
     )
     _, [trajectory] = evaluate(EvalSpec("sim", "easy", SIM_DEFAULT, 1, 0), tuned)
-    # 24 tokens cannot hold a whole plan: the answer is invalid, repaired once, then penalised
+    # 24 tokens cannot hold a whole plan: the answer is cut, repaired once, then penalised, and
+    # the end names the setting to raise
     assert trajectory.end_reason == "invalid_plan"
+    assert "orchestrator.max_new_tokens (24)" in trajectory.end_detail
     assert 0 < trajectory.metrics.orchestrator_tokens <= 48
     assert trajectory.reward.completeness < 0.5
 

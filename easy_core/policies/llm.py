@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import threading
 import zlib
 from typing import Any
 
 from easy_core.core.clock import VirtualTimeLoop
-from easy_core.core.errors import ConfigError
+from easy_core.core.errors import ConfigError, PlanParseError
 from easy_core.core.params import OrchestratorParams, Params
 from easy_core.plans.prompting import orchestrator_messages
 from easy_core.plans.structured import (
@@ -272,6 +273,17 @@ def sample_key(state: EpisodeState) -> str:
 
 
 def record_answer(state: EpisodeState, text: str, tokens: int) -> str:
-    """Counts the answer's tokens in the episode's `orchestrator_tokens`."""
+    """Counts the answer's tokens in the episode's `orchestrator_tokens`. An answer that used
+    every token orchestrator.max_new_tokens allows and is not JSON was cut off: a PlanParseError
+    that says so (a repair turn, then an `invalid_plan` end naming the setting to raise)."""
     state.scratch["orchestrator_tokens"] = state.scratch.get("orchestrator_tokens", 0) + tokens
+    cap = state.params.orchestrator.max_new_tokens
+    if tokens >= cap:
+        try:
+            json.loads(text)
+        except ValueError:
+            raise PlanParseError(
+                f"the answer reached orchestrator.max_new_tokens ({cap}) before its JSON "
+                "ended; a plan of many steps needs a larger orchestrator.max_new_tokens"
+            ) from None
     return text
