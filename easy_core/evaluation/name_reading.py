@@ -13,7 +13,7 @@ from typing import Any
 from easy_core.core.params import Params
 from easy_core.executors.hf_models import in_trained_contract, load_causal_lm
 from easy_core.executors.pool import load_pool
-from easy_core.plans.prompting import plan_text, render_messages
+from easy_core.plans.prompting import orchestrator_messages, plan_text
 from easy_core.plans.structured import EXECUTOR_KEY
 from easy_core.policies.batch import run_episodes
 from easy_core.policies.llm import chat_prompt_ids
@@ -32,7 +32,6 @@ def name_reading(
 
     params = in_trained_contract(params, model)
     executor_last = params.orchestrator.executor_last
-    slope = params.estimates_slope()
     network, tokenizer = load_causal_lm(model, params.orchestrator.threads)
     pool = load_pool(pool_path, params)
     beginnings = name_beginnings(tokenizer, list(pool.executors))
@@ -44,9 +43,7 @@ def name_reading(
         first = plan.steps[0].model_copy(update={"executor": MARKER})
         text = plan_text(plan.model_copy(update={"steps": [first]}), executor_last)
         prefix = text[: text.index(EXECUTOR_KEY + MARKER) + len(EXECUTOR_KEY)]
-        messages = render_messages(
-            task, pool.profiles, [], executor_last=executor_last, estimates_slope=slope
-        )
+        messages = orchestrator_messages(params, task, pool.profiles, [])
         ids = chat_prompt_ids(tokenizer, messages)
         ids += tokenizer.encode(prefix, add_special_tokens=False)
         with torch.no_grad():

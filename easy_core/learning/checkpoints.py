@@ -107,9 +107,14 @@ def trainer_args(staging: Path, seed: int, save_steps: int = 0) -> dict[str, Any
     }
 
 
+def staging_path(out: Path) -> Path:
+    """The folder beside `out` that the trainer and the checkpoint are written into."""
+    return out.with_name(out.name + ".tmp")
+
+
 def staging_dir(out: Path) -> Path:
-    """An empty folder beside `out` that the trainer and the checkpoint are written into."""
-    staging = out.with_name(out.name + ".tmp")
+    """`staging_path`, emptied."""
+    staging = staging_path(out)
     shutil.rmtree(staging, ignore_errors=True)
     return staging
 
@@ -117,16 +122,19 @@ def staging_dir(out: Path) -> Path:
 RUN_FILE = "run.json"
 
 
+def checkpoint_step(saved: Path) -> int:
+    """The training step of a trainer checkpoint folder (`checkpoint-N`)."""
+    return int(saved.name.split("-")[-1])
+
+
 def resumable_staging(out: Path, run: dict[str, Any]) -> tuple[Path, Path | None]:
     """The staging folder beside `out` and the latest trainer checkpoint in it to resume from.
     A checkpoint is resumed only when the interrupted run was this one (`run`: its params and
     data hash, kept in run.json); otherwise the folder starts empty."""
-    staging = out.with_name(out.name + ".tmp")
+    staging = staging_path(out)
     marker = staging / RUN_FILE
     if marker.is_file() and json.loads(marker.read_text(encoding="utf-8")) == run:
-        saved = sorted(
-            (staging / "trainer").glob("checkpoint-*"), key=lambda d: int(d.name.split("-")[-1])
-        )
+        saved = sorted((staging / "trainer").glob("checkpoint-*"), key=checkpoint_step)
         complete = [d for d in saved if (d / "trainer_state.json").is_file()]
         return staging, complete[-1] if complete else None
     staging = staging_dir(out)

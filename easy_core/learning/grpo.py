@@ -499,9 +499,7 @@ def train_grpo(
         + "\n".join(f"- {k}: {v}" for k, v in config.model_dump().items())
         + "\n"
     )
-    publish_checkpoint(
-        trainer, tokenizer, config.lora, staging, out, card, params.orchestrator.contract()
-    )
+    publish_checkpoint(trainer, tokenizer, config.lora, staging, out, card, contract)
     report = Path(report_dir) if report_dir is not None else out
     if params.grpo.guide:
         plotted, label = "policy_reward", "mean reward of the policy's samples"

@@ -23,6 +23,7 @@ from typing import Any
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import SftParams, read_contract
 from easy_core.learning.checkpoints import (
+    checkpoint_step,
     privileged_note,
     publish_checkpoint,
     resumable_staging,
@@ -117,7 +118,7 @@ def train_sft(
         "steps": sft.max_steps,
         "trainable_parameters": trainable,
         "train_seconds": seconds,
-        "resumed_from_step": int(resume_from.name.split("-")[-1]) if resume_from else 0,
+        "resumed_from_step": checkpoint_step(resume_from) if resume_from else 0,
         "first_loss": curve[0]["loss"] if curve else None,
         "last_loss": curve[-1]["loss"] if curve else None,
         "data_sha256": run["data_sha256"],

@@ -469,9 +469,7 @@ def train_tree_grpo(
         + "\n".join(f"- {key}: {value}" for key, value in config.model_dump().items())
         + "\n"
     )
-    publish_checkpoint(
-        trainer, tokenizer, config.lora, staging, out, card, params.orchestrator.contract()
-    )
+    publish_checkpoint(trainer, tokenizer, config.lora, staging, out, card, contract)
     report = Path(report_dir) if report_dir is not None else out
     write_report(
         report,
