@@ -593,6 +593,13 @@ class OrchestratorParams(_Section):
         "it (what greedy reads), so that choosing is copying a name from one line; a "
         "checkpoint is used with the prompt it was trained on (its easy-contract.json)",
     )
+    executor_levels: bool = Field(
+        False,
+        description="a step's executor slot holds the expected success the step needs "
+        "(cheapest, >=50% .. >=95%, best) and the runtime runs it on the cheapest executor "
+        "whose card meets it (tasks with declared subtasks; `policies/levels.py`); a checkpoint "
+        "is used with the contract it was trained on (its easy-contract.json)",
+    )
     max_new_tokens: int = Field(1024, ge=16)
     temperature: float = Field(0.0, ge=0)
     threads: int = Field(2, ge=1)
@@ -614,7 +621,7 @@ class OrchestratorParams(_Section):
         return {key: getattr(self, key) for key in CONTRACT_KEYS}
 
 
-CONTRACT_KEYS = ("executor_last", "subtask_estimates")
+CONTRACT_KEYS = ("executor_last", "subtask_estimates", "executor_levels")
 
 
 def read_contract(saved: dict[str, Any]) -> dict[str, bool]:

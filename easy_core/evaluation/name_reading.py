@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
 from easy_core.executors.hf_models import in_trained_contract, load_causal_lm
 from easy_core.executors.pool import load_pool
@@ -31,6 +32,11 @@ def name_reading(
     import torch
 
     params = in_trained_contract(params, model)
+    if params.orchestrator.executor_levels:
+        raise ConfigError(
+            f"{model} writes executor levels, not names: name reading measures checkpoints of "
+            "the names contract"
+        )
     executor_last = params.orchestrator.executor_last
     network, tokenizer = load_causal_lm(model, params.orchestrator.threads)
     pool = load_pool(pool_path, params)

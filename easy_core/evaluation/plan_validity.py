@@ -14,7 +14,7 @@ from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import orchestrator_messages
 from easy_core.plans.structured import turn_schema
 from easy_core.plans.validation import parse_plan, validate_plan
-from easy_core.policies.llm import generate_hf, generate_openai
+from easy_core.policies.llm import executor_slot, generate_hf, generate_openai
 from easy_core.world.suites.sim import SimSuite
 
 
@@ -23,7 +23,7 @@ def valid_plan_rate(
 ) -> dict[str, Any]:
     settings = params.orchestrator
     pool = load_pool(pool_path, params)
-    names = set(pool.executors)
+    names = set(executor_slot(settings, list(pool.executors)))
     errors: Counter[str] = Counter()
     valid = tokens = 0
     started = time.perf_counter()

@@ -414,6 +414,12 @@ def train_grpo(
 
     config = params.grpo
     out = Path(out_dir or config.out)
+    if params.orchestrator.executor_levels:
+        # the reward functions score names; a level's executor depends on the pool it runs on
+        raise ConfigError(
+            "GRPO does not train the executor-levels contract yet: train it with train-sft, or "
+            "set orchestrator.executor_levels=false"
+        )
     if config.rollout == "on_policy":
         return train_tree_grpo(params, out, report_dir)
     rows = tree_prompts(params, trees)

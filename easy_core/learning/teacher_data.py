@@ -9,12 +9,14 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
 from easy_core.core.schemas import ExecutorProfile, Plan, Task, Trajectory
 from easy_core.core.storage import atomic_write_text, write_json
 from easy_core.executors.pool import ExecutorPool, load_pool, load_pool_config, load_pool_context
 from easy_core.plans.prompting import plan_text, render_messages
 from easy_core.policies.batch import run_episodes
+from easy_core.policies.levels import plan_in_levels
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.random_pools import fresh_names, random_pool
 from easy_core.world.suites import get_suite
@@ -25,10 +27,13 @@ def teacher_examples(
     profiles: list[ExecutorProfile],
     executor_last: bool = False,
     estimates_slope: float | None = None,
+    levels_slope: float | None = None,
 ) -> Iterator[dict]:
     """One example per turn of every correct trajectory: the messages before the turn (with
     per-subtask estimates when `estimates_slope` is set), and the teacher's plan as the
-    assistant's answer, both in the output contract `executor_last` names."""
+    assistant's answer, both in the output contract `executor_last` names; with `levels_slope`
+    (the capability model's difficulty slope) each executor is written as the level that selects
+    it (`levels.plan_in_levels`; `level_unmatched` counts the steps no level selects)."""
     for task, trajectory in pairs:
         if not trajectory.correct:
             continue
@@ -43,9 +48,14 @@ def teacher_examples(
                 trajectory.milestones[:index],
                 executor_last=executor_last,
                 estimates_slope=estimates_slope,
+                executor_levels=levels_slope is not None,
             )
+            unmatched = 0
+            if levels_slope is not None:
+                plan, unmatched = plan_in_levels(plan, task, profiles, levels_slope)
             messages.append({"role": "assistant", "content": plan_text(plan, executor_last)})
-            yield {"task_id": task.id, "turn": index, "messages": messages}
+            example = {"task_id": task.id, "turn": index, "messages": messages}
+            yield example | ({"level_unmatched": unmatched} if levels_slope is not None else {})
 
 
 def under_fresh_names(
@@ -99,6 +109,11 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
     from easy_core.executors.pool import sim_replay
 
     config = params.sft_data
+    if params.orchestrator.executor_levels and config.real:
+        raise ConfigError(
+            "orchestrator.executor_levels reads a step's level on the subtask it covers, and the "
+            "real suites declare none: set sft_data.real to [] or executor_levels to false"
+        )
     # (summary key: the drawn pools share one, suite, tasks, task seed, pool)
     sources: list[tuple[str, str, int, int, ExecutorPool]] = [
         ("sim", "sim", config.n_tasks, config.seed, load_pool(config.pool, params))
@@ -117,6 +132,9 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
         sources.append((real.suite, real.suite, real.n_tasks, config.seed, pool))
     examples: list[dict] = []
     executor_last, estimates_slope = params.orchestrator.executor_last, params.estimates_slope()
+    levels_slope = (
+        params.capability.difficulty_slope if params.orchestrator.executor_levels else None
+    )
     summary: dict = {"teacher": config.teacher, **params.orchestrator.contract(), "suites": {}}
     for key, name, n_tasks, seed, pool in sources:
         suite = get_suite(name, params)
@@ -129,7 +147,9 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
             if config.fresh_names and name == "sim":
                 rng = random.Random(f"sft/{config.seed}/names/{pool.name}/{task.id}")
                 profiles, trajectory = under_fresh_names(profiles, trajectory, rng)
-            rows += teacher_examples([(task, trajectory)], profiles, executor_last, estimates_slope)
+            rows += teacher_examples(
+                [(task, trajectory)], profiles, executor_last, estimates_slope, levels_slope
+            )
         examples += rows
         entry = summary["suites"].setdefault(
             key, {"pools": [], "tasks": 0, "successful_trajectories": 0, "examples": 0}
@@ -138,6 +158,9 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
         entry["tasks"] += len(tasks)
         entry["successful_trajectories"] += sum(t.correct for t in trajectories)
         entry["examples"] += len(rows)
+        if levels_slope is not None:
+            unmatched = sum(row["level_unmatched"] for row in rows)
+            entry["steps_no_level_selects"] = entry.get("steps_no_level_selects", 0) + unmatched
     summary["examples"] = len(examples)
     return examples, summary
 

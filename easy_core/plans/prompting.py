@@ -30,21 +30,46 @@ CONTRACT_RULES = (
 )
 MAX_OUTPUT_CHARS = 200
 
+# `orchestrator.executor_levels`: a step names the expected success it needs instead of an
+# executor, and the runtime runs it on the cheapest executor whose card meets that
+# (`policies/levels.py`). The choice is then the same words on every pool: a model that cannot
+# copy an unseen name from the cards can still say how sure a step must be. Thresholds in [0, 1];
+# "best" is above any estimate, so it falls through to the most likely executor.
+LEVELS: dict[str, float] = {
+    "cheapest": 0.0,
+    ">=50%": 0.50,
+    ">=60%": 0.60,
+    ">=70%": 0.70,
+    ">=80%": 0.80,
+    ">=85%": 0.85,
+    ">=90%": 0.90,
+    ">=95%": 0.95,
+    "best": 1.01,
+}
+LEVEL_RULE = (
+    'A step\'s "executor" is the expected success it needs: ">=80%" runs it on the cheapest '
+    'executor whose card gives the step\'s skill at least 80% at its difficulty, "best" on the '
+    'most likely to succeed, "cheapest" on the cheapest. One of: ' + ", ".join(LEVELS) + "."
+)
+
 
 def step_keys(executor_last: bool = False) -> tuple[str, ...]:
     return EXECUTOR_LAST_KEYS if executor_last else STEP_KEYS
 
 
-def contract(executor_last: bool = False) -> str:
-    """The system prompt's output contract, its example step in the order the model writes."""
+def contract(executor_last: bool = False, executor_levels: bool = False) -> str:
+    """The system prompt's output contract, its example step in the order the model writes
+    (with `executor_levels`, a level in the executor slot and the rule that reads it)."""
+    step = _EXAMPLE_STEP | ({"executor": ">=80%"} if executor_levels else {})
     example = {
         "milestone": "short goal of this stage",
-        "steps": [{key: _EXAMPLE_STEP[key] for key in step_keys(executor_last)}],
+        "steps": [{key: step[key] for key in step_keys(executor_last)}],
         "final_answer": None,
     }
+    rules = f"{CONTRACT_RULES} {LEVEL_RULE}" if executor_levels else CONTRACT_RULES
     return (
         "You orchestrate a pool of executors. Each turn, answer with exactly one JSON object:\n"
-        f"{json.dumps(example)}\n{CONTRACT_RULES}"
+        f"{json.dumps(example)}\n{rules}"
     )
 
 
@@ -91,6 +116,7 @@ def render_messages(
     repair_error: str | None = None,
     executor_last: bool = False,
     estimates_slope: float | None = None,
+    executor_levels: bool = False,
 ) -> list[dict[str, str]]:
     """Chat messages for the next orchestrator turn (system: contract and cards; user: task,
     with `estimates_slope` each subtask's expected success per executor, and history)."""
@@ -101,7 +127,7 @@ def render_messages(
     user += f"\n\nHistory:\n{render_history(milestones)}"
     if repair_error:
         user += f"\n\nYour last answer was invalid: {repair_error}\nAnswer again with valid JSON."
-    system = f"{contract(executor_last)}\n\nExecutors:\n{executor_cards(profiles)}"
+    system = f"{contract(executor_last, executor_levels)}\n\nExecutors:\n{executor_cards(profiles)}"
     return [
         {"role": "system", "content": system},
         {"role": "user", "content": user},
@@ -116,7 +142,8 @@ def orchestrator_messages(
     repair_error: str | None = None,
 ) -> list[dict[str, str]]:
     """`render_messages` in the prompt contract `params.orchestrator` sets (step key order,
-    per-subtask estimates): the turn the policy and both GRPO trainers show the model."""
+    per-subtask estimates, executor levels): the turn the policy and both GRPO trainers show
+    the model."""
     return render_messages(
         task,
         profiles,
@@ -124,6 +151,7 @@ def orchestrator_messages(
         repair_error,
         params.orchestrator.executor_last,
         params.estimates_slope(),
+        params.orchestrator.executor_levels,
     )
 
 

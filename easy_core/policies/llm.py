@@ -27,13 +27,16 @@ from typing import Any
 from easy_core.core.clock import VirtualTimeLoop
 from easy_core.core.errors import ConfigError, PlanParseError
 from easy_core.core.params import OrchestratorParams, Params
-from easy_core.plans.prompting import orchestrator_messages
+from easy_core.core.schemas import Plan
+from easy_core.plans.prompting import LEVELS, orchestrator_messages
 from easy_core.plans.structured import (
     SchemaConstraint,
     plan_schema,
     turn_schema,
     without_string_rules,
 )
+from easy_core.plans.validation import parse_plan
+from easy_core.policies.levels import resolve_levels
 from easy_core.runtime.policy import EpisodeState
 
 
@@ -259,7 +262,7 @@ def turn_inputs(state: EpisodeState) -> tuple[list[dict[str, str]], dict[str, An
     )
     schema = turn_schema(
         state.task,
-        state.pool.names,
+        executor_slot(state.params.orchestrator, state.pool.names),
         state.milestones,
         state.params.limits.max_steps_per_plan,
         executor_last,
@@ -267,15 +270,22 @@ def turn_inputs(state: EpisodeState) -> tuple[list[dict[str, str]], dict[str, An
     return messages, schema
 
 
+def executor_slot(settings: OrchestratorParams, names: list[str]) -> list[str]:
+    """What a step's executor slot may hold: the pool's names, or with
+    `orchestrator.executor_levels` the levels."""
+    return list(LEVELS) if settings.executor_levels else list(names)
+
+
 def sample_key(state: EpisodeState) -> str:
     branch = state.scratch.get("branch", "")
     return f"{state.seed}|{state.task.id}|{branch}|{len(state.milestones)}"
 
 
-def record_answer(state: EpisodeState, text: str, tokens: int) -> str:
+def record_answer(state: EpisodeState, text: str, tokens: int) -> str | Plan:
     """Counts the answer's tokens in the episode's `orchestrator_tokens`. An answer that used
     every token orchestrator.max_new_tokens allows and is not JSON was cut off: a PlanParseError
-    that says so (a repair turn, then an `invalid_plan` end naming the setting to raise)."""
+    that says so (a repair turn, then an `invalid_plan` end naming the setting to raise). With
+    `orchestrator.executor_levels` the answer's levels become executors (`levels.py`)."""
     state.scratch["orchestrator_tokens"] = state.scratch.get("orchestrator_tokens", 0) + tokens
     cap = state.params.orchestrator.max_new_tokens
     if tokens >= cap:
@@ -286,4 +296,6 @@ def record_answer(state: EpisodeState, text: str, tokens: int) -> str:
                 f"the answer reached orchestrator.max_new_tokens ({cap}) before its JSON "
                 "ended; a plan of many steps needs a larger orchestrator.max_new_tokens"
             ) from None
+    if state.params.orchestrator.executor_levels:
+        return resolve_levels(parse_plan(text), state)
     return text

@@ -1,0 +1,81 @@
+"""Executor levels (`orchestrator.executor_levels`): the orchestrator writes, in a step's executor
+slot, the expected success the step needs (`prompting.LEVELS`), and the step runs on the
+cheapest executor whose card meets it on the subtask the step covers, as the `greedy` baseline
+chooses with its one fixed threshold (`baselines.cheapest_capable`). The orchestrator still
+decides per step how much reliability to buy; the cards turn that into a name, so the same
+answer means the same thing on a pool the model has never seen.
+
+`plan_in_levels` goes the other way for teacher data: each executor a teacher chose becomes the
+level that selects it on that pool."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from easy_core.core.errors import UnknownExecutorError, UnknownSubtaskError
+from easy_core.core.schemas import ExecutorProfile, Plan, Step, Task
+from easy_core.plans.prompting import LEVELS
+from easy_core.policies.baselines import Option, cheapest_capable, subtask_options
+from easy_core.runtime.policy import EpisodeState
+
+
+def level_choice(options: list[Option], level: str) -> Option:
+    """The option `level` selects among one subtask's options (sorted cheapest first)."""
+    return cheapest_capable(options, LEVELS[level])
+
+
+def _step_options(
+    task: Task, step: Step, profiles: Sequence[ExecutorProfile], slope: float
+) -> list[Option]:
+    """The options of the subtask `step` covers; a level needs exactly one to be read."""
+    sub = task.subtask_index.get(step.covers[0]) if step.covers and len(step.covers) == 1 else None
+    if sub is None:
+        raise UnknownSubtaskError(
+            f"step {step.id}: an executor level is read on the one subtask of the task a step "
+            f"covers, and it covers {step.covers or 'none'}; name one of the task's subtasks"
+        )
+    options, undeclared = subtask_options(task, sub, profiles, slope)
+    return options or undeclared
+
+
+def resolve_levels(plan: Plan, state: EpisodeState) -> Plan:
+    """`plan` with each step's level replaced by the executor it selects on the episode's pool."""
+    slope = state.params.capability.difficulty_slope
+    steps = []
+    for step in plan.steps:
+        if step.executor not in LEVELS:
+            raise UnknownExecutorError(
+                f"step {step.id}: executor {step.executor!r} is not a level; with "
+                f"orchestrator.executor_levels write one of {', '.join(LEVELS)}"
+            )
+        options = _step_options(state.task, step, state.pool.profiles, slope)
+        chosen = level_choice(options, step.executor).executor
+        steps.append(step.model_copy(update={"executor": chosen}))
+    return plan.model_copy(update={"steps": steps})
+
+
+def executor_level(options: list[Option], executor: str) -> tuple[str, bool]:
+    """The level that selects `executor` among `options`, and whether one does. Of the levels
+    that select it, the highest: the most a step asked of it (for the most likely executor,
+    "best"). When none does (a teacher's choice that is neither the cheapest above any threshold
+    nor the most likely), the level whose choice is closest to it in expected success."""
+    chosen = {level: level_choice(options, level) for level in LEVELS}
+    exact = [level for level, option in chosen.items() if option.executor == executor]
+    if exact:
+        return exact[-1], True
+    wanted = next((o.success for o in options if o.executor == executor), 0.0)
+    closest = min(chosen, key=lambda level: (abs(chosen[level].success - wanted), LEVELS[level]))
+    return closest, False
+
+
+def plan_in_levels(
+    plan: Plan, task: Task, profiles: Sequence[ExecutorProfile], slope: float
+) -> tuple[Plan, int]:
+    """`plan` with each executor replaced by its level on `profiles`, and how many steps had no
+    level that selects their executor (`executor_level`)."""
+    steps, unmatched = [], 0
+    for step in plan.steps:
+        level, exact = executor_level(_step_options(task, step, profiles, slope), step.executor)
+        unmatched += not exact
+        steps.append(step.model_copy(update={"executor": level}))
+    return plan.model_copy(update={"steps": steps}), unmatched

@@ -1,0 +1,128 @@
+"""Executor levels (`orchestrator.executor_levels`, issue 27's lever): a step names the expected
+success it needs, the runtime turns it into the cheapest executor whose card meets it, and
+teacher data writes each chosen executor as the level that selects it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from easy_core.core.clock import DiscreteEventClock, run_synchronously
+from easy_core.core.errors import UnknownExecutorError
+from easy_core.core.params import Params
+from easy_core.core.schemas import Plan
+from easy_core.executors.pool import load_pool
+from easy_core.plans.prompting import LEVELS, plan_text
+from easy_core.policies.baselines import greedy_executor
+from easy_core.policies.batch import run_episodes
+from easy_core.policies.levels import plan_in_levels
+from easy_core.policies.llm import record_answer
+from easy_core.runtime.episode import EpisodeRunner
+from easy_core.world.suites.sim import SimSuite
+from tests.conftest import SIM_DEFAULT
+
+SIM_UNSEEN = str(Path(SIM_DEFAULT).with_name("sim-unseen.yaml"))
+
+
+def _levels(params: Params) -> Params:
+    on = params.orchestrator.model_copy(update={"executor_levels": True})
+    return params.model_copy(update={"orchestrator": on})
+
+
+class _Answers:
+    """An orchestrator that writes the given texts, one per turn, through the LLM policy's own
+    answer handling (`record_answer`)."""
+
+    name = "easy"
+
+    def __init__(self, texts: list[str]):
+        self.texts = texts
+
+    async def act(self, state):  # noqa: ANN001, ANN201
+        return record_answer(state, self.texts[len(state.milestones)], 10)
+
+
+def _first_plans(params: Params, pool_path: str, n: int, teacher: str = "greedy"):
+    pool = load_pool(pool_path, params)
+    tasks = list(SimSuite(params.sim).tasks("validation", n, 3))
+    runner = EpisodeRunner(pool, params, SimSuite.check)
+    trajectories = run_episodes(tasks, runner, teacher, 0)
+    return pool, tasks, [t.milestones[0].plan for t in trajectories]
+
+
+def test_greedys_choices_are_levels_that_select_them_again(params: Params) -> None:
+    """Every executor greedy chose (the cheapest that clears its threshold) has a level that
+    selects it; read back on the same pool, each level gives greedy's executor, and the levels
+    vary with the subtask (greedy's threshold is one level, but the highest one selecting an
+    executor depends on what is above it)."""
+    slope = params.capability.difficulty_slope
+    pool, tasks, plans = _first_plans(params, SIM_UNSEEN, 12)
+    written: set[str] = set()
+    for task, plan in zip(tasks, plans, strict=True):
+        levelled, unmatched = plan_in_levels(plan, task, pool.profiles, slope)
+        assert unmatched == 0
+        written |= {step.executor for step in levelled.steps}
+        assert all(step.executor in LEVELS for step in levelled.steps)
+        runner = EpisodeRunner(pool, _levels(params), SimSuite.check)
+        cursor = runner.start(task, 0, DiscreteEventClock())
+        run_synchronously(cursor.turn(_Answers([plan_text(levelled)])))
+        played = cursor.trajectory("easy").milestones[0].plan
+        assert [s.executor for s in played.steps] == [s.executor for s in plan.steps]
+    assert len(written) > 1
+
+
+def test_a_level_means_the_same_on_every_pool(params: Params) -> None:
+    """One level plan runs on two pools under their own names: each step on the cheapest
+    executor whose card clears the level there (">=95%" is greedy's rule on both pools)."""
+    _, tasks, plans = _first_plans(params, SIM_DEFAULT, 4)
+    threshold = params.policies.greedy_threshold
+    level = next(name for name, value in LEVELS.items() if value == threshold)
+    for pool_path in (SIM_DEFAULT, SIM_UNSEEN):
+        pool = load_pool(pool_path, params)
+        runner = EpisodeRunner(pool, _levels(params), SimSuite.check)
+        for task, plan in zip(tasks, plans, strict=True):
+            steps = [s.model_copy(update={"executor": level}) for s in plan.steps]
+            cursor = runner.start(task, 0, DiscreteEventClock())
+            text = plan_text(plan.model_copy(update={"steps": steps}))
+            run_synchronously(cursor.turn(_Answers([text])))
+            played = cursor.trajectory("easy").milestones[0].plan
+            for step in played.steps:
+                sub = task.subtask(step.covers[0])
+                assert step.executor == greedy_executor(task, sub, pool.profiles, params)
+
+
+def test_a_name_where_a_level_belongs_is_a_typed_error_the_model_can_repair(
+    params: Params,
+) -> None:
+    pool, tasks, plans = _first_plans(params, SIM_DEFAULT, 1)
+    runner = EpisodeRunner(pool, _levels(params), SimSuite.check)
+    cursor = runner.start(tasks[0], 0, DiscreteEventClock())
+    assert run_synchronously(cursor.turn(_Answers([plan_text(plans[0])])))
+    assert "is not a level" in (cursor.state.repair_error or "")
+    with pytest.raises(UnknownExecutorError, match="orchestrator.executor_levels"):
+        record_answer(cursor.state, plan_text(plans[0]), 10)
+    answer = Plan(milestone="answer", final_answer="42")
+    assert isinstance(record_answer(cursor.state, plan_text(answer), 10), Plan)
+
+
+def test_teacher_data_in_levels_says_so_and_writes_no_name(params: Params, tmp_path: Path) -> None:
+    """The teacher's turns written in levels: the prompt states the level rule, every
+    executor slot of an answer holds a level, and the summary (which SFT's checkpoint contract
+    copies) records the contract and the steps no level could select."""
+    from easy_core.learning.teacher_data import write_teacher_dataset
+
+    data = params.sft_data.model_copy(update={"n_tasks": 6, "real": []})
+    settings = _levels(params).model_copy(update={"sft_data": data})
+    summary = write_teacher_dataset(settings, tmp_path / "sft")
+    assert summary["executor_levels"] is True
+    assert summary["suites"]["sim"]["steps_no_level_selects"] >= 0
+    rows = [json.loads(line) for line in (tmp_path / "sft" / "train.jsonl").open()]
+    assert rows and all('">=80%" runs it' in row["messages"][0]["content"] for row in rows)
+    executors = [
+        step["executor"]
+        for row in rows
+        for step in json.loads(row["messages"][-1]["content"])["steps"]
+    ]
+    assert executors and set(executors) <= set(LEVELS)
