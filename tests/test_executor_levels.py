@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from easy_core.core.clock import DiscreteEventClock, run_synchronously
-from easy_core.core.errors import UnknownExecutorError
+from easy_core.core.errors import ConfigError, UnknownExecutorError
 from easy_core.core.params import Params
 from easy_core.core.schemas import Plan
 from easy_core.executors.pool import load_pool
@@ -105,6 +105,19 @@ def test_a_name_where_a_level_belongs_is_a_typed_error_the_model_can_repair(
         record_answer(cursor.state, plan_text(plans[0]), 10)
     answer = Plan(milestone="answer", final_answer="42")
     assert isinstance(record_answer(cursor.state, plan_text(answer), 10), Plan)
+
+
+def test_levels_on_a_task_without_subtasks_is_a_config_error_not_an_invalid_plan(
+    params: Params,
+) -> None:
+    """A real suite's task declares no subtasks to read a level on: every answer would end
+    invalid and count against the model, so the run stops with the setting to change."""
+    pool, tasks, plans = _first_plans(params, SIM_DEFAULT, 1)
+    bare = tasks[0].model_copy(update={"subtasks": []})
+    runner = EpisodeRunner(pool, _levels(params), SimSuite.check)
+    cursor = runner.start(bare, 0, DiscreteEventClock())
+    with pytest.raises(ConfigError, match="declares no subtasks"):
+        record_answer(cursor.state, plan_text(plans[0]), 10)
 
 
 def test_teacher_data_in_levels_says_so_and_writes_no_name(params: Params, tmp_path: Path) -> None:

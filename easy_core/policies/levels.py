@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from easy_core.core.errors import UnknownExecutorError, UnknownSubtaskError
+from easy_core.core.errors import ConfigError, UnknownExecutorError, UnknownSubtaskError
 from easy_core.core.schemas import ExecutorProfile, Plan, Step, Task
 from easy_core.plans.prompting import LEVELS
 from easy_core.policies.baselines import Option, cheapest_capable, subtask_options
@@ -40,6 +40,12 @@ def _step_options(
 
 def resolve_levels(plan: Plan, state: EpisodeState) -> Plan:
     """`plan` with each step's level replaced by the executor it selects on the episode's pool."""
+    if not state.task.subtasks:  # not the model's fault: every answer would end invalid
+        raise ConfigError(
+            f"task {state.task.id} declares no subtasks, and orchestrator.executor_levels reads a "
+            "step's level on the subtask it covers: run a levels checkpoint on the sim suite, or "
+            "a names checkpoint (executor_levels false) here"
+        )
     slope = state.params.capability.difficulty_slope
     steps = []
     for step in plan.steps:
