@@ -139,3 +139,33 @@ def test_teacher_data_in_levels_says_so_and_writes_no_name(params: Params, tmp_p
         for step in json.loads(row["messages"][-1]["content"])["steps"]
     ]
     assert executors and set(executors) <= set(LEVELS)
+
+
+def test_plan_validity_reads_levels_as_the_runtime_does(params: Params) -> None:
+    """A level counts as valid only where the runtime can read it: on the one subtask its step
+    covers. A step covering two subtasks passes the names check and fails here."""
+    from easy_core.evaluation.plan_validity import valid_plan_rate
+    from tests.fake_openai import FakeOpenAI
+
+    pool = load_pool(SIM_DEFAULT, params)
+    [task] = SimSuite(params.sim).tasks("test", 1, 0)
+    [trajectory] = run_episodes([task], EpisodeRunner(pool, params, SimSuite.check), "greedy", 0)
+    levelled, _ = plan_in_levels(
+        trajectory.milestones[0].plan, task, pool.profiles, params.capability.difficulty_slope
+    )
+    first = levelled.steps[0]
+    two = first.model_copy(update={"covers": [s.id for s in task.subtasks[:2]]})
+    widened = levelled.model_copy(update={"steps": [two, *levelled.steps[1:]]})
+    levels = _levels(params)
+    reports = []
+    for plan in (levelled, widened):
+        with FakeOpenAI(reply=plan_text(plan)) as server:
+            remote = levels.orchestrator.model_copy(
+                update={"backend": "openai", "endpoint": server.url, "model": "orch"}
+            )
+            reports.append(
+                valid_plan_rate(levels.model_copy(update={"orchestrator": remote}), SIM_DEFAULT, 1)
+            )
+    assert reports[0]["valid"] == 1
+    assert reports[1]["valid"] == 0
+    assert reports[1]["errors"] == {f"step {first.id}": 1}

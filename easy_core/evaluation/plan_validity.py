@@ -14,6 +14,7 @@ from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import orchestrator_messages
 from easy_core.plans.structured import turn_schema
 from easy_core.plans.validation import parse_plan, validate_plan
+from easy_core.policies.levels import resolve_levels
 from easy_core.policies.llm import executor_slot, generate_hf, generate_openai
 from easy_core.world.suites.sim import SimSuite
 
@@ -45,6 +46,8 @@ def valid_plan_rate(
                 max_steps=params.limits.max_steps_per_plan,
                 subtask_ids=task.subtask_index,
             )
+            if settings.executor_levels:  # as the runtime reads them: each on one subtask
+                resolve_levels(plan, task, pool.profiles, params.capability.difficulty_slope)
             valid += 1
         except PlanError as exc:
             errors[str(exc).split(":")[0][:60]] += 1

@@ -16,7 +16,6 @@ from easy_core.core.errors import ConfigError, UnknownExecutorError, UnknownSubt
 from easy_core.core.schemas import ExecutorProfile, Plan, Step, Task
 from easy_core.plans.prompting import LEVELS
 from easy_core.policies.baselines import Option, cheapest_capable, subtask_options
-from easy_core.runtime.policy import EpisodeState
 
 
 def level_choice(options: list[Option], level: str) -> Option:
@@ -38,15 +37,16 @@ def _step_options(
     return options or undeclared
 
 
-def resolve_levels(plan: Plan, state: EpisodeState) -> Plan:
-    """`plan` with each step's level replaced by the executor it selects on the episode's pool."""
-    if not state.task.subtasks:  # not the model's fault: every answer would end invalid
+def resolve_levels(
+    plan: Plan, task: Task, profiles: Sequence[ExecutorProfile], slope: float
+) -> Plan:
+    """`plan` with each step's level replaced by the executor it selects among `profiles`."""
+    if not task.subtasks:  # not the model's fault: every answer would end invalid
         raise ConfigError(
-            f"task {state.task.id} declares no subtasks, and orchestrator.executor_levels reads a "
+            f"task {task.id} declares no subtasks, and orchestrator.executor_levels reads a "
             "step's level on the subtask it covers: run a levels checkpoint on the sim suite, or "
             "a names checkpoint (executor_levels false) here"
         )
-    slope = state.params.capability.difficulty_slope
     steps = []
     for step in plan.steps:
         if step.executor not in LEVELS:
@@ -54,7 +54,7 @@ def resolve_levels(plan: Plan, state: EpisodeState) -> Plan:
                 f"step {step.id}: executor {step.executor!r} is not a level; with "
                 f"orchestrator.executor_levels write one of {', '.join(LEVELS)}"
             )
-        options = _step_options(state.task, step, state.pool.profiles, slope)
+        options = _step_options(task, step, profiles, slope)
         chosen = level_choice(options, step.executor).executor
         steps.append(step.model_copy(update={"executor": chosen}))
     return plan.model_copy(update={"steps": steps})

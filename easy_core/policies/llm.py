@@ -297,5 +297,6 @@ def record_answer(state: EpisodeState, text: str, tokens: int) -> str | Plan:
                 "ended; a plan of many steps needs a larger orchestrator.max_new_tokens"
             ) from None
     if state.params.orchestrator.executor_levels:
-        return resolve_levels(parse_plan(text), state)
+        slope = state.params.capability.difficulty_slope
+        return resolve_levels(parse_plan(text), state.task, state.pool.profiles, slope)
     return text
