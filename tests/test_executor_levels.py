@@ -44,11 +44,11 @@ class _Answers:
         return record_answer(state, self.texts[len(state.milestones)], 10)
 
 
-def _first_plans(params: Params, pool_path: str, n: int, teacher: str = "greedy"):
+def _first_plans(params: Params, pool_path: str, n: int, split: str = "validation", seed: int = 3):
     pool = load_pool(pool_path, params)
-    tasks = list(SimSuite(params.sim).tasks("validation", n, 3))
+    tasks = list(SimSuite(params.sim).tasks(split, n, seed))
     runner = EpisodeRunner(pool, params, SimSuite.check)
-    trajectories = run_episodes(tasks, runner, teacher, 0)
+    trajectories = run_episodes(tasks, runner, "greedy", 0)
     return pool, tasks, [t.milestones[0].plan for t in trajectories]
 
 
@@ -147,12 +147,8 @@ def test_plan_validity_reads_levels_as_the_runtime_does(params: Params) -> None:
     from easy_core.evaluation.plan_validity import valid_plan_rate
     from tests.fake_openai import FakeOpenAI
 
-    pool = load_pool(SIM_DEFAULT, params)
-    [task] = SimSuite(params.sim).tasks("test", 1, 0)
-    [trajectory] = run_episodes([task], EpisodeRunner(pool, params, SimSuite.check), "greedy", 0)
-    levelled, _ = plan_in_levels(
-        trajectory.milestones[0].plan, task, pool.profiles, params.capability.difficulty_slope
-    )
+    pool, [task], [plan] = _first_plans(params, SIM_DEFAULT, 1, split="test", seed=0)
+    levelled, _ = plan_in_levels(plan, task, pool.profiles, params.capability.difficulty_slope)
     first = levelled.steps[0]
     two = first.model_copy(update={"covers": [s.id for s in task.subtasks[:2]]})
     widened = levelled.model_copy(update={"steps": [two, *levelled.steps[1:]]})
