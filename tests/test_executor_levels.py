@@ -15,9 +15,9 @@ from easy_core.core.params import Params
 from easy_core.core.schemas import Plan
 from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import LEVELS, plan_text
-from easy_core.policies.baselines import greedy_executor
+from easy_core.policies.baselines import greedy_executor, subtask_options
 from easy_core.policies.batch import run_episodes
-from easy_core.policies.levels import plan_in_levels
+from easy_core.policies.levels import level_choice, plan_in_levels
 from easy_core.policies.llm import record_answer
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.suites.sim import SimSuite
@@ -71,6 +71,41 @@ def test_greedys_choices_are_levels_that_select_them_again(params: Params) -> No
         played = cursor.trajectory("easy").milestones[0].plan
         assert [s.executor for s in played.steps] == [s.executor for s in plan.steps]
     assert len(written) > 1
+
+
+def test_met_labels_select_the_same_executor_and_ask_no_more_than_its_card(
+    params: Params,
+) -> None:
+    """`level_label="met"` writes the highest threshold the chosen executor's expected success
+    meets: read back on the same pool it selects the same executor, its threshold is never above
+    that executor's success (only "best" may be, where no threshold is met), it is never above
+    the "highest" label, and on some steps it is below it."""
+    slope = params.capability.difficulty_slope
+    pool, tasks, plans = _first_plans(params, SIM_UNSEEN, 12)
+    order = list(LEVELS)
+    lower = 0
+    for task, plan in zip(tasks, plans, strict=True):
+        met, unmatched = plan_in_levels(plan, task, pool.profiles, slope, "met")
+        highest, _ = plan_in_levels(plan, task, pool.profiles, slope)
+        assert unmatched == 0
+        for chosen, step_met, step_high in zip(plan.steps, met.steps, highest.steps, strict=True):
+            options = {o.executor: o for o in _options(task, chosen, pool.profiles, slope)}
+            picked = level_choice(sorted(options.values()), step_met.executor)
+            assert picked.executor == chosen.executor
+            success = options[chosen.executor].success
+            if step_met.executor != "best":
+                assert LEVELS[step_met.executor] <= success
+            for above in order[order.index(step_met.executor) + 1 :]:  # none higher is met
+                selects = level_choice(sorted(options.values()), above).executor == chosen.executor
+                assert not (selects and LEVELS[above] <= success)
+            assert order.index(step_met.executor) <= order.index(step_high.executor)
+            lower += step_met.executor != step_high.executor
+    assert lower > 0
+
+
+def _options(task, step, profiles, slope):  # noqa: ANN001, ANN202
+    options, undeclared = subtask_options(task, task.subtask(step.covers[0]), profiles, slope)
+    return options or undeclared
 
 
 def test_a_level_means_the_same_on_every_pool(params: Params) -> None:

@@ -280,6 +280,12 @@ class SftDataParams(_Section):
     )
     seed: int = 0
     real: list[RealSuiteData] = Field(default_factory=lambda: [RealSuiteData()])
+    level_label: Literal["highest", "met"] = Field(
+        "highest",
+        description="with orchestrator.executor_levels, which of the levels that select a "
+        "teacher's executor its label is: the highest, or the highest threshold the executor's "
+        "expected success meets (easy_core.policies.levels.executor_level)",
+    )
 
     @model_validator(mode="after")
     def _privileged_teacher_needs_the_flag(self) -> SftDataParams:

@@ -16,7 +16,7 @@ from easy_core.core.storage import atomic_write_text, write_json
 from easy_core.executors.pool import ExecutorPool, load_pool, load_pool_config, load_pool_context
 from easy_core.plans.prompting import plan_text, render_messages
 from easy_core.policies.batch import run_episodes
-from easy_core.policies.levels import plan_in_levels
+from easy_core.policies.levels import LevelLabel, plan_in_levels
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.random_pools import fresh_names, random_pool
 from easy_core.world.suites import get_suite
@@ -28,12 +28,14 @@ def teacher_examples(
     executor_last: bool = False,
     estimates_slope: float | None = None,
     levels_slope: float | None = None,
+    level_label: LevelLabel = "highest",
 ) -> Iterator[dict]:
     """One example per turn of every correct trajectory: the messages before the turn (with
     per-subtask estimates when `estimates_slope` is set), and the teacher's plan as the
     assistant's answer, both in the output contract `executor_last` names; with `levels_slope`
     (the capability model's difficulty slope) each executor is written as the level that selects
-    it (`levels.plan_in_levels`; `level_unmatched` counts the steps no level selects)."""
+    it, picked by `level_label` (`levels.executor_level`; `level_unmatched` counts the steps no
+    level selects)."""
     for task, trajectory in pairs:
         if not trajectory.correct:
             continue
@@ -52,7 +54,7 @@ def teacher_examples(
             )
             unmatched = 0
             if levels_slope is not None:
-                plan, unmatched = plan_in_levels(plan, task, profiles, levels_slope)
+                plan, unmatched = plan_in_levels(plan, task, profiles, levels_slope, level_label)
             messages.append({"role": "assistant", "content": plan_text(plan, executor_last)})
             example = {"task_id": task.id, "turn": index, "messages": messages}
             yield example | ({"level_unmatched": unmatched} if levels_slope is not None else {})
@@ -136,6 +138,8 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
         params.capability.difficulty_slope if params.orchestrator.executor_levels else None
     )
     summary: dict = {"teacher": config.teacher, **params.orchestrator.contract(), "suites": {}}
+    if levels_slope is not None:
+        summary["level_label"] = config.level_label
     for key, name, n_tasks, seed, pool in sources:
         suite = get_suite(name, params)
         tasks = list(suite.tasks("train", n_tasks, seed))
@@ -148,7 +152,12 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
                 rng = random.Random(f"sft/{config.seed}/names/{pool.name}/{task.id}")
                 profiles, trajectory = under_fresh_names(profiles, trajectory, rng)
             rows += teacher_examples(
-                [(task, trajectory)], profiles, executor_last, estimates_slope, levels_slope
+                [(task, trajectory)],
+                profiles,
+                executor_last,
+                estimates_slope,
+                levels_slope,
+                config.level_label,
             )
         examples += rows
         entry = summary["suites"].setdefault(

@@ -11,11 +11,14 @@ level that selects it on that pool."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from easy_core.core.errors import ConfigError, UnknownExecutorError, UnknownSubtaskError
 from easy_core.core.schemas import ExecutorProfile, Plan, Step, Task
 from easy_core.plans.prompting import LEVELS
 from easy_core.policies.baselines import Option, cheapest_capable, subtask_options
+
+LevelLabel = Literal["highest", "met"]
 
 
 def level_choice(options: list[Option], level: str) -> Option:
@@ -60,14 +63,23 @@ def resolve_levels(
     return plan.model_copy(update={"steps": steps})
 
 
-def executor_level(options: list[Option], executor: str) -> tuple[str, bool]:
+def executor_level(
+    options: list[Option], executor: str, label: LevelLabel = "highest"
+) -> tuple[str, bool]:
     """The level that selects `executor` among `options`, and whether one does. Of the levels
-    that select it, the highest: the most a step asked of it (for the most likely executor,
-    "best"). When none does (a teacher's choice that is neither the cheapest above any threshold
+    that select it, `label` picks:
+    - "highest": the most a step could ask of it (for the most likely executor, "best");
+    - "met": the highest threshold its expected success meets, the reliability the choice
+      bought ("best" only where it meets none), so the label keeps its meaning on a pool where
+      a cheaper executor also meets that threshold.
+    When none selects it (a teacher's choice that is neither the cheapest above any threshold
     nor the most likely), the level whose choice is closest to it in expected success."""
     chosen = {level: level_choice(options, level) for level in LEVELS}
     exact = [level for level, option in chosen.items() if option.executor == executor]
     if exact:
+        if label == "met":
+            met = [level for level in exact if LEVELS[level] <= chosen[level].success]
+            return (met or exact)[-1], True
         return exact[-1], True
     wanted = next((o.success for o in options if o.executor == executor), 0.0)
     closest = min(chosen, key=lambda level: (abs(chosen[level].success - wanted), LEVELS[level]))
@@ -75,13 +87,18 @@ def executor_level(options: list[Option], executor: str) -> tuple[str, bool]:
 
 
 def plan_in_levels(
-    plan: Plan, task: Task, profiles: Sequence[ExecutorProfile], slope: float
+    plan: Plan,
+    task: Task,
+    profiles: Sequence[ExecutorProfile],
+    slope: float,
+    label: LevelLabel = "highest",
 ) -> tuple[Plan, int]:
     """`plan` with each executor replaced by its level on `profiles`, and how many steps had no
     level that selects their executor (`executor_level`)."""
     steps, unmatched = [], 0
     for step in plan.steps:
-        level, exact = executor_level(_step_options(task, step, profiles, slope), step.executor)
+        options = _step_options(task, step, profiles, slope)
+        level, exact = executor_level(options, step.executor, label)
         unmatched += not exact
         steps.append(step.model_copy(update={"executor": level}))
     return plan.model_copy(update={"steps": steps}), unmatched
