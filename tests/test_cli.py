@@ -277,3 +277,10 @@ def test_record_names_a_suite_it_cannot_check_a_bad_split_and_a_missing_recordin
         "no recorded outcomes",
         "easy record",
     )
+
+
+def test_level_table_refuses_to_tune_on_the_tasks_it_reports(tmp_path):
+    args = ("bench", "level-table", "--pool", str(SIM_DEFAULT), "--n", "2")
+    assert_user_error(easy(*args, "--split", "test"), "--table", "validation")
+    missing = tmp_path / "table.json"
+    assert_user_error(easy(*args, "--split", "test", "--table", str(missing)), "no level table")

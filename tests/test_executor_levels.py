@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from easy_core.benchmarks.level_table_bench import load_table, save_table, tune_level_table
 from easy_core.core.clock import DiscreteEventClock, run_synchronously
 from easy_core.core.errors import ConfigError, UnknownExecutorError
 from easy_core.core.params import Params
@@ -17,7 +18,7 @@ from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import LEVELS, plan_text
 from easy_core.policies.baselines import greedy_executor, subtask_options
 from easy_core.policies.batch import run_episodes
-from easy_core.policies.levels import level_choice, plan_in_levels
+from easy_core.policies.levels import LevelTablePolicy, level_choice, plan_in_levels
 from easy_core.policies.llm import record_answer
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.suites.sim import SimSuite
@@ -200,3 +201,34 @@ def test_plan_validity_reads_levels_as_the_runtime_does(params: Params) -> None:
     assert reports[0]["valid"] == 1
     assert reports[1]["valid"] == 0
     assert reports[1]["errors"] == {f"step {first.id}": 1}
+
+
+def test_a_level_table_of_greedys_level_is_greedy_and_tuning_never_loses_to_it(
+    params: Params, tmp_path: Path
+) -> None:
+    """`LevelTablePolicy` with greedy's level in every cell plays greedy's episodes; one cell
+    moved changes the run; a table tuned on validation scores at least greedy there (it starts
+    from greedy's table), and it survives a round trip through its file."""
+    pool = load_pool(SIM_UNSEEN, params)
+    tasks = list(SimSuite(params.sim).tasks("validation", 12, 0))
+    runner = EpisodeRunner(pool, params, SimSuite.check)
+    cells = {(sub.skill, sub.difficulty) for task in tasks for sub in task.subtasks}
+
+    def rewards(policy) -> list[float]:  # noqa: ANN001
+        return [t.reward.total for t in run_episodes(tasks, runner, policy, 0)]
+
+    greedy = rewards("greedy")
+    assert rewards(LevelTablePolicy(dict.fromkeys(cells, ">=95%"))) == greedy
+    assert rewards(LevelTablePolicy(dict.fromkeys(cells, "cheapest"))) != greedy
+
+    table = tune_level_table(params, [Path(SIM_UNSEEN)], 12, sweeps=1)
+    assert set(table) == cells and set(table.values()) <= set(LEVELS)
+    tuned = sum(rewards(LevelTablePolicy(table)))
+    assert tuned >= sum(greedy)
+    save_table(table, tmp_path / "table.json")
+    assert load_table(tmp_path / "table.json") == table
+    with pytest.raises(ConfigError, match="not a level"):
+        LevelTablePolicy({("code", 1): ">=99%"})
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="is not a level table"):
+        load_table(tmp_path / "bad.json")

@@ -70,6 +70,58 @@ def bench_replay(
     print(replay_markdown(rows))
 
 
+@bench_app.command("level-table")
+@user_errors
+def bench_level_table(
+    pool: Annotated[list[Path], typer.Option(help="pool YAML, repeated")],
+    n: Annotated[int, typer.Option(min=1, help="sim tasks of the split per pool")] = 400,
+    split: Annotated[
+        str, typer.Option(help="validation: tune a table and report it in sample; test: --table")
+    ] = "validation",
+    table: Annotated[
+        Path | None, typer.Option(help="a tuned table.json to evaluate as it is (no tuning)")
+    ] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="write table.json, report.json, .md")] = None,
+    params_path: ParamsOption = None,
+) -> None:
+    """A level per (skill, difficulty), tuned on the validation split for mean reward over the
+    pools, against greedy, strongest and the oracle: how much choosing levels per step can gain
+    over greedy's one threshold. Evaluate a tuned table on test with --table."""
+    from easy_core.benchmarks.level_table_bench import (
+        evaluate_level_table,
+        level_table_markdown,
+        load_table,
+        save_table,
+        tune_level_table,
+        tuning_trials,
+    )
+    from easy_core.core.storage import atomic_write_text, write_json
+
+    params = resolve_params(params_path)
+    if table is None and split != "validation":
+        raise ConfigError(
+            f"--split {split} without --table would tune the table on the tasks it reports: "
+            "tune on validation (--out DIR), then pass --table DIR/table.json with --split test"
+        )
+    if table is not None:
+        cells = load_table(table)
+    else:
+        with progress_bar() as progress:
+            bar = progress.add_task("tables tried", total=tuning_trials(params, n, seed))
+            cells = tune_level_table(
+                params, pool, n, seed, on_trial=lambda k: progress.advance(bar, k)
+            )
+    report = evaluate_level_table(params, pool, cells, split, n, seed)
+    text = level_table_markdown(cells, report, tuned_here=table is None)
+    print(text, end="")
+    if out is not None:
+        if table is None:
+            save_table(cells, out / "table.json")
+        write_json(out / "report.json", report)
+        atomic_write_text(out / "report.md", text)
+
+
 @bench_app.command("baselines")
 @user_errors
 def bench_baselines(

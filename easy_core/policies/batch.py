@@ -1,4 +1,4 @@
-"""Running a policy, by name, over a batch of tasks: the entry point that evaluation, rollouts,
+"""Running a policy, by name or as an object, over a batch of tasks: the entry point that evaluation, rollouts,
 traces and SFT data share. Picks the fastest correct way: lockstep batches for the in-process
 LLM, a discrete-event run for synchronous policies on simulating pools, else one event loop.
 """
@@ -20,13 +20,14 @@ ProgressCallback = Callable[[int], None]
 def run_episodes(
     tasks: Iterable[Task],
     runner: EpisodeRunner,
-    policy_name: str,
+    policy_name: str | Policy,
     seed: int,
     mode: TimeMode = "virtual",
     on_episode: ProgressCallback | None = None,
 ) -> list[Trajectory]:
-    """Episodes one after another on one event loop (each has the pool's slots to itself)."""
-    policy = get_policy(policy_name)
+    """Episodes one after another on one event loop (each has the pool's slots to itself).
+    `policy_name` is a registered policy's name, or a policy object built by the caller."""
+    policy = get_policy(policy_name) if isinstance(policy_name, str) else policy_name
     if runner.needs_wall_clock():
         mode = "wall"
     settings = runner.params.orchestrator

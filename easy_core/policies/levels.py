@@ -14,9 +14,16 @@ from collections.abc import Sequence
 from typing import Literal
 
 from easy_core.core.errors import ConfigError, UnknownExecutorError, UnknownSubtaskError
-from easy_core.core.schemas import ExecutorProfile, Plan, Step, Task
+from easy_core.core.schemas import ExecutorProfile, Plan, Step, Subtask, Task
 from easy_core.plans.prompting import LEVELS
-from easy_core.policies.baselines import Option, cheapest_capable, subtask_options
+from easy_core.policies.baselines import (
+    GreedyPolicy,
+    Option,
+    cheapest_capable,
+    estimates,
+    subtask_options,
+)
+from easy_core.runtime.policy import EpisodeState
 
 LevelLabel = Literal["highest", "met"]
 
@@ -102,3 +109,29 @@ def plan_in_levels(
         unmatched += not exact
         steps.append(step.model_copy(update={"executor": level}))
     return plan.model_copy(update={"steps": steps}), unmatched
+
+
+LevelTable = dict[tuple[str, int], str]
+
+
+class LevelTablePolicy(GreedyPolicy):
+    """`greedy` with a level per (skill, difficulty) in place of its one threshold: each subtask
+    runs on the cheapest executor whose card meets its cell's level (a cell the table leaves
+    out uses greedy's threshold), and doubted subtasks are retried as greedy retries them. The
+    strongest rule a step-level choice of levels can be without reading the task any further:
+    the reference a levels checkpoint is measured against (`easy bench level-table`)."""
+
+    name = "level-table"
+
+    def __init__(self, table: LevelTable):
+        unknown = sorted({level for level in table.values() if level not in LEVELS})
+        if unknown:
+            raise ConfigError(
+                f"level table: {', '.join(unknown)} is not a level; use one of {', '.join(LEVELS)}"
+            )
+        self.table = table
+
+    def choose(self, state: EpisodeState, sub: Subtask) -> str:
+        level = self.table.get((sub.skill, sub.difficulty))
+        threshold = LEVELS[level] if level else state.params.policies.greedy_threshold
+        return cheapest_capable(estimates(state).options[sub.id], threshold).executor
