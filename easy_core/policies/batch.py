@@ -1,6 +1,7 @@
-"""Running a policy, by name or as an object, over a batch of tasks: the entry point that evaluation, rollouts,
-traces and SFT data share. Picks the fastest correct way: lockstep batches for the in-process
-LLM, a discrete-event run for synchronous policies on simulating pools, else one event loop.
+"""Running a policy, by name or as an object, over a batch of tasks: the entry point that
+evaluation, rollouts, traces and SFT data share. Picks the fastest correct way: lockstep batches
+for the in-process LLM, a discrete-event run for synchronous policies on simulating pools, else
+one event loop.
 """
 
 from __future__ import annotations
