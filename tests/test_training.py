@@ -250,6 +250,57 @@ def test_sim_reward_plays_a_completion_from_its_tree_node(params: Params) -> Non
     assert scores == [pytest.approx(greedy.reward.total)] * 2
 
 
+def test_sim_reward_reads_levels_on_the_pool_it_plays_and_guides_in_levels(
+    params: Params,
+) -> None:
+    """With orchestrator.executor_levels the GRPO reward resolves a completion's levels on the
+    pool it plays (a levels plan earns what the plan of the executors they select earns), a name
+    where a level belongs scores 0, the prompts' schemas offer the levels, and a guide is the
+    guide policy's plan written in levels."""
+    from easy_core.core.clock import DiscreteEventClock, run_synchronously
+    from easy_core.learning.grpo import ScriptedPolicy, SimReward, tree_prompts
+    from easy_core.plans.prompting import LEVELS, plan_text
+    from easy_core.plans.validation import parse_plan
+    from easy_core.policies import get_policy
+    from easy_core.policies.levels import plan_in_levels, resolve_levels
+
+    grpo = {"tasks": 3, "reward_worlds": 1, "continuation": "greedy"}
+    levels = params.model_copy(
+        update={
+            "grpo": params.grpo.model_copy(update=grpo),
+            "orchestrator": params.orchestrator.model_copy(update={"executor_levels": True}),
+        }
+    )
+    reward = SimReward(levels)
+    task, profiles = reward.tasks[0], reward.runner.pool.profiles
+    slope = levels.capability.difficulty_slope
+    greedy = run_synchronously(
+        reward.runner.run(task, get_policy("greedy"), levels.grpo.seed, DiscreteEventClock())
+    )
+    names = greedy.milestones[0].plan
+    assert reward.score(plan_text(names), 0, []) == 0.0  # names are not levels
+    scores = set()
+    for level in ("cheapest", ">=95%", "best"):
+        plan = names.model_copy(
+            update={"steps": [s.model_copy(update={"executor": level}) for s in names.steps]}
+        )
+        resolved = resolve_levels(plan, task, profiles, slope)
+        played = run_synchronously(
+            reward.runner.run(
+                task, ScriptedPolicy([resolved], then="greedy"), levels.grpo.seed,
+                DiscreteEventClock(),
+            )
+        )  # fmt: skip
+        scores.add(reward.score(plan_text(plan), 0, []))
+        assert reward.score(plan_text(plan), 0, []) == pytest.approx(played.reward.total)
+    assert len(scores) > 1
+    guide = parse_plan(reward.first_plan("greedy", 0))
+    assert guide == plan_in_levels(names, task, profiles, slope)[0]
+    assert all(step.executor in LEVELS for step in guide.steps)
+    schema = json.loads(tree_prompts(levels)[0]["schema"])
+    assert ">=95%" in json.dumps(schema) and profiles[0].name not in json.dumps(schema)
+
+
 def test_sim_reward_replays_in_the_trees_world_whatever_the_trainer_seed(params: Params) -> None:
     from easy_core.core.clock import DiscreteEventClock, run_synchronously
     from easy_core.learning.grpo import SimReward

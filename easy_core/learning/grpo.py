@@ -54,7 +54,8 @@ from easy_core.plans.prompting import orchestrator_messages, plan_text
 from easy_core.plans.structured import executor_token_mask, schema_accepts, turn_schema
 from easy_core.plans.validation import parse_plan, validate_plan
 from easy_core.policies import get_policy
-from easy_core.policies.llm import chat_prompt_ids, generate_ids
+from easy_core.policies.levels import plan_in_levels, resolve_levels
+from easy_core.policies.llm import chat_prompt_ids, executor_slot, generate_ids
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.runtime.policy import EpisodeState, OutcomeOracle
 from easy_core.world.random_pools import drawn_names, random_pool
@@ -184,7 +185,7 @@ def tree_prompts(params: Params, trees: list[TaskTree] | None = None) -> list[di
             for profiles, names, drawn_pool in views:
                 schema = turn_schema(
                     tasks[index],
-                    [p.name for p in profiles],
+                    executor_slot(params.orchestrator, [p.name for p in profiles]),
                     prefix,
                     params.limits.max_steps_per_plan,
                     executor_last,
@@ -343,6 +344,10 @@ class SimReward:
         runner = self.runner_for(pool)
         try:
             plan = parse_plan(text)
+            if self.params.orchestrator.executor_levels:  # levels name executors on this pool
+                slope = self.params.capability.difficulty_slope
+                plan = resolve_levels(plan, task, runner.pool.profiles, slope)
+                text = plan_text(plan, self.params.orchestrator.executor_last)
             validate_plan(plan, set(runner.pool.executors), subtask_ids=task.subtask_index)
         except PlanError:
             return []
@@ -370,7 +375,12 @@ class SimReward:
         )
         if not episode.milestones:
             return ""
-        return plan_text(episode.milestones[0].plan, self.params.orchestrator.executor_last)
+        plan = episode.milestones[0].plan
+        if self.params.orchestrator.executor_levels:  # the guide in the model's contract
+            profiles = self.runner_for(pool).pool.profiles
+            slope, label = self.params.capability.difficulty_slope, self.params.sft_data.level_label
+            plan, _ = plan_in_levels(plan, self.tasks[task_index], profiles, slope, label)
+        return plan_text(plan, self.params.orchestrator.executor_last)
 
     def score(self, text: str, task_index: int, prefix: list[str], pool: str = "") -> float:
         return mean([t.reward.total for t in self.play(text, task_index, prefix, pool)])
@@ -414,13 +424,12 @@ def train_grpo(
 
     config = params.grpo
     out = Path(out_dir or config.out)
-    if params.orchestrator.executor_levels:
-        # the reward functions score names; a level's executor depends on the pool it runs on
-        raise ConfigError(
-            "GRPO does not train the executor-levels contract yet: train it with train-sft, or "
-            "set orchestrator.executor_levels=false"
-        )
     if config.rollout == "on_policy":
+        if params.orchestrator.executor_levels:
+            raise ConfigError(
+                "Tree-GRPO (grpo.rollout: on_policy) does not train the executor-levels "
+                "contract yet: set grpo.rollout: stored, or orchestrator.executor_levels=false"
+            )
         return train_tree_grpo(params, out, report_dir)
     rows = tree_prompts(params, trees)
     if not rows:
