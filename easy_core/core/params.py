@@ -283,8 +283,9 @@ class SftDataParams(_Section):
     level_label: Literal["highest", "met"] = Field(
         "highest",
         description="with orchestrator.executor_levels, which of the levels that select a "
-        "teacher's executor (SFT data, and GRPO's guides) its label is: the highest, or the highest threshold the executor's "
-        "expected success meets (easy_core.policies.levels.executor_level)",
+        "teacher's executor (SFT data, and GRPO's guides) its label is: the highest, or the "
+        "highest threshold the executor's expected success meets "
+        "(easy_core.policies.levels.executor_level)",
     )
 
     @model_validator(mode="after")
