@@ -18,7 +18,12 @@ from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import LEVELS, plan_text
 from easy_core.policies.baselines import greedy_executor, subtask_options
 from easy_core.policies.batch import run_episodes
-from easy_core.policies.levels import LevelTablePolicy, level_choice, plan_in_levels
+from easy_core.policies.levels import (
+    LevelTablePolicy,
+    level_cell,
+    level_choice,
+    plan_in_levels,
+)
 from easy_core.policies.llm import record_answer
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.suites.sim import SimSuite
@@ -212,7 +217,7 @@ def test_a_level_table_of_greedys_level_is_greedy_and_tuning_never_loses_to_it(
     pool = load_pool(SIM_UNSEEN, params)
     tasks = list(SimSuite(params.sim).tasks("validation", 12, 0))
     runner = EpisodeRunner(pool, params, SimSuite.check)
-    cells = {(sub.skill, sub.difficulty) for task in tasks for sub in task.subtasks}
+    cells = {level_cell(task, sub) for task in tasks for sub in task.subtasks}
 
     def rewards(policy) -> list[float]:  # noqa: ANN001
         return [t.reward.total for t in run_episodes(tasks, runner, policy, 0)]
@@ -227,8 +232,18 @@ def test_a_level_table_of_greedys_level_is_greedy_and_tuning_never_loses_to_it(
     assert tuned >= sum(greedy)
     save_table(table, tmp_path / "table.json")
     assert load_table(tmp_path / "table.json") == table
+    # split by sink: greedy's level on both sides is greedy; `cheapest` on the sinks only is
+    # neither greedy nor `cheapest` everywhere, and the split survives the file
+    by_sink = {level_cell(task, sub, True) for task in tasks for sub in task.subtasks}
+    assert {cell[2] for cell in by_sink} == {True, False}
+    assert rewards(LevelTablePolicy(dict.fromkeys(by_sink, ">=95%"))) == greedy
+    sinks_cheap = {cell: "cheapest" if cell[2] else ">=95%" for cell in by_sink}
+    cheap_sinks = rewards(LevelTablePolicy(sinks_cheap))
+    assert cheap_sinks not in (greedy, rewards(LevelTablePolicy(dict.fromkeys(cells, "cheapest"))))
+    save_table(sinks_cheap, tmp_path / "sinks.json")
+    assert load_table(tmp_path / "sinks.json") == sinks_cheap
     with pytest.raises(ConfigError, match="not a level"):
-        LevelTablePolicy({("code", 1): ">=99%"})
+        LevelTablePolicy({("code", 1, None): ">=99%"})
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(ConfigError, match="is not a level table"):
         load_table(tmp_path / "bad.json")

@@ -20,7 +20,7 @@ from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import LEVELS
 from easy_core.policies import Policy
 from easy_core.policies.batch import run_episodes
-from easy_core.policies.levels import LevelTable, LevelTablePolicy
+from easy_core.policies.levels import LevelTable, LevelTablePolicy, level_cell
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.suites import get_suite
 from easy_core.world.suites.sim import SimSuite
@@ -50,12 +50,13 @@ def tune_level_table(
     seed: int = 0,
     sweeps: int = 3,
     on_trial: Callable[[int], None] | None = None,
+    by_sink: bool = False,
 ) -> LevelTable:
     """The table of levels per (skill, difficulty) with the highest mean reward over `pools` on
     the first `n` validation tasks: from greedy's level everywhere, each cell in turn set to
     the level that scores best with the others fixed, until a sweep changes nothing."""
     data = _Split(params, pools, "validation", n, seed)
-    cells = sorted({(sub.skill, sub.difficulty) for task in data.tasks for sub in task.subtasks})
+    cells = sorted({level_cell(task, sub, by_sink) for task in data.tasks for sub in task.subtasks})
     start = next(
         (name for name, value in LEVELS.items() if value == params.policies.greedy_threshold),
         None,
@@ -89,10 +90,12 @@ def tune_level_table(
     return table
 
 
-def tuning_trials(params: Params, n: int, seed: int = 0, sweeps: int = 3) -> int:
+def tuning_trials(
+    params: Params, n: int, seed: int = 0, sweeps: int = 3, by_sink: bool = False
+) -> int:
     """The most table evaluations `tune_level_table` makes (for a progress bar)."""
     tasks = get_suite("sim", params).tasks("validation", n, seed)
-    cells = {(sub.skill, sub.difficulty) for task in tasks for sub in task.subtasks}
+    cells = {level_cell(task, sub, by_sink) for task in tasks for sub in task.subtasks}
     return 1 + sweeps * len(cells) * (len(LEVELS) - 1)
 
 
@@ -129,7 +132,8 @@ def evaluate_level_table(
 
 
 def save_table(table: LevelTable, path: Path) -> None:
-    cells = [{"skill": s, "difficulty": d, "level": level} for (s, d), level in table.items()]
+    cells = [{"skill": s, "difficulty": d, "sink": sink, "level": level}
+             for (s, d, sink), level in table.items()]  # fmt: skip
     write_json(path, {"cells": cells})
 
 
@@ -141,7 +145,7 @@ def load_table(path: Path) -> LevelTable:
         )
     try:
         cells = json.loads(path.read_text())["cells"]
-        return {(c["skill"], int(c["difficulty"])): c["level"] for c in cells}
+        return {(c["skill"], int(c["difficulty"]), c.get("sink")): c["level"] for c in cells}
     except (KeyError, TypeError, ValueError) as error:  # JSONDecodeError is a ValueError
         raise ConfigError(
             f"{path} is not a level table ({error}): expected {{'cells': [{{'skill', "
@@ -150,13 +154,14 @@ def load_table(path: Path) -> LevelTable:
 
 
 def level_table_markdown(table: LevelTable, report: dict[str, Any], tuned_here: bool) -> str:
-    skills = sorted({skill for skill, _ in table})
-    difficulties = sorted({d for _, d in table})
+    rows = sorted({(skill, sink) for skill, _, sink in table}, key=lambda r: (r[0], str(r[1])))
+    difficulties = sorted({d for _, d, _ in table})
     lines = ["| skill | " + " | ".join(f"difficulty {d}" for d in difficulties) + " |"]
     lines.append("|---" * (len(difficulties) + 1) + "|")
-    for skill in skills:
-        cells = [table.get((skill, d), "-") for d in difficulties]
-        lines.append(f"| {skill} | " + " | ".join(cells) + " |")
+    for skill, sink in rows:
+        cells = [table.get((skill, d, sink), "-") for d in difficulties]
+        name = skill if sink is None else f"{skill} ({'sink' if sink else 'needed by others'})"
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     where = (
         "in sample: the table was tuned on these tasks"
         if tuned_here

@@ -81,6 +81,9 @@ def bench_level_table(
     table: Annotated[
         Path | None, typer.Option(help="a tuned table.json to evaluate as it is (no tuning)")
     ] = None,
+    by_sink: Annotated[
+        bool, typer.Option(help="one level per (skill, difficulty, sink of the DAG or not)")
+    ] = False,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path | None, typer.Option(help="write table.json, report.json, .md")] = None,
     params_path: ParamsOption = None,
@@ -108,10 +111,10 @@ def bench_level_table(
         cells = load_table(table)
     else:
         with progress_bar() as progress:
-            bar = progress.add_task("tables tried", total=tuning_trials(params, n, seed))
-            cells = tune_level_table(
-                params, pool, n, seed, on_trial=lambda k: progress.advance(bar, k)
-            )
+            trials = tuning_trials(params, n, seed, by_sink=by_sink)
+            bar = progress.add_task("tables tried", total=trials)
+            advance = lambda k: progress.advance(bar, k)  # noqa: E731
+            cells = tune_level_table(params, pool, n, seed, on_trial=advance, by_sink=by_sink)
     report = evaluate_level_table(params, pool, cells, split, n, seed)
     text = level_table_markdown(cells, report, tuned_here=table is None)
     print(text, end="")

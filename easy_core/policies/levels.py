@@ -111,15 +111,26 @@ def plan_in_levels(
     return plan.model_copy(update={"steps": steps}), unmatched
 
 
-LevelTable = dict[tuple[str, int], str]
+# skill, difficulty, and whether no other subtask needs the subtask's result (None: either)
+LevelCell = tuple[str, int, bool | None]
+LevelTable = dict[LevelCell, str]
+
+
+def level_cell(task: Task, sub: Subtask, by_sink: bool = False) -> LevelCell:
+    """The table cell of `sub`: its skill and difficulty, and with `by_sink` whether it is a
+    sink of the task's DAG (a failed sink is retried alone; a failure above it reruns what
+    depends on it)."""
+    sink = not any(sub.id in other.depends_on for other in task.subtasks) if by_sink else None
+    return sub.skill, sub.difficulty, sink
 
 
 class LevelTablePolicy(GreedyPolicy):
-    """`greedy` with a level per (skill, difficulty) in place of its one threshold: each subtask
-    runs on the cheapest executor whose card meets its cell's level (a cell the table leaves
-    out uses greedy's threshold), and doubted subtasks are retried as greedy retries them. The
-    strongest rule a step-level choice of levels can be without reading the task any further:
-    the reference a levels checkpoint is measured against (`easy bench level-table`)."""
+    """`greedy` with a level per (skill, difficulty), optionally per sink or not, in place of
+    its one threshold: each subtask runs on the cheapest executor whose card meets its cell's
+    level (a cell the table leaves out uses greedy's threshold), and doubted subtasks are
+    retried as greedy retries them. The strongest rule a step-level choice of levels can be
+    without reading the task any further: the reference a levels checkpoint is measured
+    against (`easy bench level-table`)."""
 
     name = "level-table"
 
@@ -130,8 +141,9 @@ class LevelTablePolicy(GreedyPolicy):
                 f"level table: {', '.join(unknown)} is not a level; use one of {', '.join(LEVELS)}"
             )
         self.table = table
+        self.by_sink = any(cell[2] is not None for cell in table)
 
     def choose(self, state: EpisodeState, sub: Subtask) -> str:
-        level = self.table.get((sub.skill, sub.difficulty))
+        level = self.table.get(level_cell(state.task, sub, self.by_sink))
         threshold = LEVELS[level] if level else state.params.policies.greedy_threshold
         return cheapest_capable(estimates(state).options[sub.id], threshold).executor
