@@ -16,13 +16,14 @@ from easy_core.core.params import Params
 from easy_core.core.schemas import Plan
 from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import LEVELS, plan_text
-from easy_core.policies.baselines import greedy_executor, subtask_options
+from easy_core.policies.baselines import greedy_executor
 from easy_core.policies.batch import run_episodes
 from easy_core.policies.levels import (
     LevelTablePolicy,
     level_cell,
     level_choice,
     plan_in_levels,
+    step_options,
 )
 from easy_core.policies.llm import record_answer
 from easy_core.runtime.episode import EpisodeRunner
@@ -95,7 +96,7 @@ def test_met_labels_select_the_same_executor_and_ask_no_more_than_its_card(
         highest, _ = plan_in_levels(plan, task, pool.profiles, slope)
         assert unmatched == 0
         for chosen, step_met, step_high in zip(plan.steps, met.steps, highest.steps, strict=True):
-            options = {o.executor: o for o in _options(task, chosen, pool.profiles, slope)}
+            options = {o.executor: o for o in step_options(task, chosen, pool.profiles, slope)}
             picked = level_choice(sorted(options.values()), step_met.executor)
             assert picked.executor == chosen.executor
             success = options[chosen.executor].success
@@ -107,11 +108,6 @@ def test_met_labels_select_the_same_executor_and_ask_no_more_than_its_card(
             assert order.index(step_met.executor) <= order.index(step_high.executor)
             lower += step_met.executor != step_high.executor
     assert lower > 0
-
-
-def _options(task, step, profiles, slope):  # noqa: ANN001, ANN202
-    options, undeclared = subtask_options(task, task.subtask(step.covers[0]), profiles, slope)
-    return options or undeclared
 
 
 def test_a_level_means_the_same_on_every_pool(params: Params) -> None:

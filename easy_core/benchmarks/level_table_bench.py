@@ -7,20 +7,20 @@ with: a checkpoint that matches it has learnt a table, not a reason to choose.""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from easy_core.core.errors import ConfigError
 from easy_core.core.params import Params
-from easy_core.core.schemas import Trajectory
+from easy_core.core.schemas import Task, Trajectory
 from easy_core.core.stats import mean, paired_difference, wilson_interval
 from easy_core.core.storage import write_json
 from easy_core.executors.pool import load_pool
 from easy_core.plans.prompting import LEVELS
 from easy_core.policies import Policy
 from easy_core.policies.batch import run_episodes
-from easy_core.policies.levels import LevelTable, LevelTablePolicy, level_cell
+from easy_core.policies.levels import LevelCell, LevelTable, LevelTablePolicy, level_cell
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.suites import get_suite
 from easy_core.world.suites.sim import SimSuite
@@ -56,7 +56,7 @@ def tune_level_table(
     the first `n` validation tasks: from greedy's level everywhere, each cell in turn set to
     the level that scores best with the others fixed, until a sweep changes nothing."""
     data = _Split(params, pools, "validation", n, seed)
-    cells = sorted({level_cell(task, sub, by_sink) for task in data.tasks for sub in task.subtasks})
+    cells = _cells(data.tasks, by_sink)
     start = next(
         (name for name, value in LEVELS.items() if value == params.policies.greedy_threshold),
         None,
@@ -94,9 +94,13 @@ def tuning_trials(
     params: Params, n: int, seed: int = 0, sweeps: int = 3, by_sink: bool = False
 ) -> int:
     """The most table evaluations `tune_level_table` makes (for a progress bar)."""
-    tasks = get_suite("sim", params).tasks("validation", n, seed)
-    cells = {level_cell(task, sub, by_sink) for task in tasks for sub in task.subtasks}
+    cells = _cells(get_suite("sim", params).tasks("validation", n, seed), by_sink)
     return 1 + sweeps * len(cells) * (len(LEVELS) - 1)
+
+
+def _cells(tasks: Iterable[Task], by_sink: bool) -> list[LevelCell]:
+    """Every table cell the tasks' subtasks fall in, in a fixed order."""
+    return sorted({level_cell(task, sub, by_sink) for task in tasks for sub in task.subtasks})
 
 
 def evaluate_level_table(

@@ -33,7 +33,7 @@ def level_choice(options: list[Option], level: str) -> Option:
     return cheapest_capable(options, LEVELS[level])
 
 
-def _step_options(
+def step_options(
     task: Task, step: Step, profiles: Sequence[ExecutorProfile], slope: float
 ) -> list[Option]:
     """The options of the subtask `step` covers; a level needs exactly one to be read."""
@@ -64,7 +64,7 @@ def resolve_levels(
                 f"step {step.id}: executor {step.executor!r} is not a level; with "
                 f"orchestrator.executor_levels write one of {', '.join(LEVELS)}"
             )
-        options = _step_options(task, step, profiles, slope)
+        options = step_options(task, step, profiles, slope)
         chosen = level_choice(options, step.executor).executor
         steps.append(step.model_copy(update={"executor": chosen}))
     return plan.model_copy(update={"steps": steps})
@@ -104,7 +104,7 @@ def plan_in_levels(
     level that selects their executor (`executor_level`)."""
     steps, unmatched = [], 0
     for step in plan.steps:
-        options = _step_options(task, step, profiles, slope)
+        options = step_options(task, step, profiles, slope)
         level, exact = executor_level(options, step.executor, label)
         unmatched += not exact
         steps.append(step.model_copy(update={"executor": level}))
