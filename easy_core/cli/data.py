@@ -63,8 +63,9 @@ def sft_data_command(
     ),
     params_path: ParamsOption = None,
 ) -> None:
-    """The teacher's successful turns as SFT examples (params.sft_data), as the pipeline's
-    sft_data stage writes them: out/train.jsonl and out/summary.json."""
+    """The teacher's turns as SFT examples (params.sft_data; of its correct trajectories unless
+    sft_data.trajectories is all), as the pipeline's sft_data stage writes them:
+    out/train.jsonl and out/summary.json."""
     from easy_core.learning.teacher_data import write_teacher_dataset
 
     params = resolve_params(params_path)

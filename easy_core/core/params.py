@@ -288,6 +288,13 @@ class SftDataParams(_Section):
         "(easy_core.policies.levels.executor_level)",
     )
 
+    trajectories: Literal["correct", "all"] = Field(
+        "correct",
+        description="whose turns become examples: the teacher's correct trajectories, or all of "
+        "them (its rule whatever the outcome; keeping only the correct ones under-represents "
+        "the retries of doubted subtasks, which happen on the tasks that fail more often)",
+    )
+
     @model_validator(mode="after")
     def _privileged_teacher_needs_the_flag(self) -> SftDataParams:
         _refuse_privileged([self.teacher], self.allow_privileged, "sft_data")
@@ -607,6 +614,13 @@ class OrchestratorParams(_Section):
         "whose card meets it (tasks with declared subtasks; `policies/levels.py`); a checkpoint "
         "is used with the contract it was trained on (its easy-contract.json)",
     )
+    escalation_hints: bool = Field(
+        False,
+        description="the history says of each doubtful result whether the cards name an "
+        "executor more likely to succeed on its subtask than every one tried (what `greedy` "
+        "retries on), so the decision to retry is read from one line; a checkpoint is used "
+        "with the prompt it was trained on (its easy-contract.json)",
+    )
     max_new_tokens: int = Field(1024, ge=16)
     temperature: float = Field(0.0, ge=0)
     threads: int = Field(2, ge=1)
@@ -628,7 +642,7 @@ class OrchestratorParams(_Section):
         return {key: getattr(self, key) for key in CONTRACT_KEYS}
 
 
-CONTRACT_KEYS = ("executor_last", "subtask_estimates", "executor_levels")
+CONTRACT_KEYS = ("executor_last", "subtask_estimates", "executor_levels", "escalation_hints")
 
 
 def read_contract(saved: dict[str, Any]) -> dict[str, bool]:
@@ -723,6 +737,11 @@ class Params(_Section):
         if not self.orchestrator.subtask_estimates:
             return None
         return self.capability.difficulty_slope
+
+    def hints_slope(self) -> float | None:
+        """The difficulty slope the history's escalation hints are read with, None when the
+        orchestrator's prompt has none (orchestrator.escalation_hints)."""
+        return self.capability.difficulty_slope if self.orchestrator.escalation_hints else None
 
 
 def load_params(path: str | Path | None, overrides: Sequence[str] = ()) -> Params:

@@ -1,4 +1,4 @@
-"""Supervised warm-start data: the turns of a teacher policy's successful trajectories, as chat
+"""Supervised warm-start data: the turns of a teacher policy's trajectories, as chat
 examples (TRL's conversational format: {"messages": [...]})."""
 
 from __future__ import annotations
@@ -29,15 +29,18 @@ def teacher_examples(
     estimates_slope: float | None = None,
     levels_slope: float | None = None,
     level_label: LevelLabel = "highest",
+    hints_slope: float | None = None,
+    correct_only: bool = True,
 ) -> Iterator[dict]:
-    """One example per turn of every correct trajectory: the messages before the turn (with
-    per-subtask estimates when `estimates_slope` is set), and the teacher's plan as the
+    """One example per turn of every trajectory (with `correct_only`, every correct one): the
+    messages before the turn (with per-subtask estimates when `estimates_slope` is set, and
+    escalation hints in the history when `hints_slope` is), and the teacher's plan as the
     assistant's answer, both in the output contract `executor_last` names; with `levels_slope`
     (the capability model's difficulty slope) each executor is written as the level that selects
     it, picked by `level_label` (`levels.executor_level`; `level_unmatched` counts the steps no
     level selects)."""
     for task, trajectory in pairs:
-        if not trajectory.correct:
+        if correct_only and not trajectory.correct:
             continue
         turns = [m.plan for m in trajectory.milestones]
         turns.append(Plan(milestone="answer", final_answer=_cited_answer(task, trajectory)))
@@ -51,6 +54,7 @@ def teacher_examples(
                 executor_last=executor_last,
                 estimates_slope=estimates_slope,
                 executor_levels=levels_slope is not None,
+                hints_slope=hints_slope,
             )
             unmatched = 0
             if levels_slope is not None:
@@ -105,9 +109,10 @@ def _without_covers(plan: Plan) -> Plan:
 
 
 def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
-    """The teacher's successful turns on the sim suite's training split, on pools drawn at
-    random (`sft_data.random_pools`, each with its own training tasks) and on each real suite
-    of `sft_data.real`, and a summary per source."""
+    """The teacher's turns (of its correct trajectories, or of all: `sft_data.trajectories`) on
+    the sim suite's training split, on pools drawn at random (`sft_data.random_pools`, each
+    with its own training tasks) and on each real suite of `sft_data.real`, and a summary per
+    source."""
     from easy_core.executors.pool import sim_replay
 
     config = params.sft_data
@@ -137,7 +142,12 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
     levels_slope = (
         params.capability.difficulty_slope if params.orchestrator.executor_levels else None
     )
-    summary: dict = {"teacher": config.teacher, **params.orchestrator.contract(), "suites": {}}
+    summary: dict = {
+        "teacher": config.teacher,
+        "trajectories": config.trajectories,
+        **params.orchestrator.contract(),
+        "suites": {},
+    }
     if levels_slope is not None:
         summary["level_label"] = config.level_label
     for key, name, n_tasks, seed, pool in sources:
@@ -158,6 +168,8 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
                 estimates_slope,
                 levels_slope,
                 config.level_label,
+                params.hints_slope(),
+                correct_only=config.trajectories == "correct",
             )
         examples += rows
         entry = summary["suites"].setdefault(

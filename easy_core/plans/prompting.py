@@ -91,7 +91,38 @@ def subtask_estimates(task: Task, profiles: list[ExecutorProfile], slope: float)
     return "\n".join(lines)
 
 
-def render_history(milestones: list[Milestone], max_chars: int = MAX_OUTPUT_CHARS) -> str:
+def stronger_untried(
+    task: Task, profiles: list[ExecutorProfile], milestones: list[Milestone], slope: float
+) -> dict[tuple[int, str], bool]:
+    """For each result of one covered subtask in `milestones`, keyed (milestone index, step
+    id): whether the cards name an executor more likely to succeed on that subtask than every
+    executor tried on it up to that milestone (what `greedy` escalates to)."""
+    tried: dict[str, list[str]] = {}
+    stronger = {}
+    for milestone in milestones:
+        for step in milestone.plan.steps:
+            for sub_id in step.covers or ():
+                tried.setdefault(sub_id, []).append(step.executor)
+        for result in milestone.results:
+            sub = task.subtask_index.get(result.covers[0]) if len(result.covers) == 1 else None
+            if sub is None:
+                continue
+            rates = {p.name: expected_success(p, sub.skill, sub.difficulty, slope)
+                     for p in profiles if sub.skill in p.capability}  # fmt: skip
+            floor = max((rates.get(name, 0.0) for name in tried.get(sub.id, ())), default=0.0)
+            stronger[(milestone.index, result.step_id)] = any(
+                rate > floor + 1e-9 for rate in rates.values()
+            )
+    return stronger
+
+
+def render_history(
+    milestones: list[Milestone],
+    max_chars: int = MAX_OUTPUT_CHARS,
+    stronger: dict[tuple[int, str], bool] | None = None,
+) -> str:
+    """The milestones' results, one line each; with `stronger` (`stronger_untried`) a doubtful
+    result also says whether a more reliable executor is left to retry it on."""
     if not milestones:
         return "No milestone has run yet."
     lines = []
@@ -104,6 +135,10 @@ def render_history(milestones: list[Milestone], max_chars: int = MAX_OUTPUT_CHAR
                 else result.output[:max_chars] + "..."
             )
             check = {True: "ok", False: "doubtful", None: "-"}[result.self_check]
+            if stronger is not None and result.self_check is False:
+                left = stronger.get((milestone.index, result.step_id))
+                if left is not None:
+                    check += ", stronger executor left" if left else ", none stronger left"
             detail = output if result.status == "ok" else f"{result.status}: {result.error}"
             lines.append(f"  {result.step_id} [{result.executor}, check: {check}] {detail}")
     return "\n".join(lines)
@@ -117,14 +152,21 @@ def render_messages(
     executor_last: bool = False,
     estimates_slope: float | None = None,
     executor_levels: bool = False,
+    hints_slope: float | None = None,
 ) -> list[dict[str, str]]:
     """Chat messages for the next orchestrator turn (system: contract and cards; user: task,
-    with `estimates_slope` each subtask's expected success per executor, and history)."""
+    with `estimates_slope` each subtask's expected success per executor, and history, with
+    `hints_slope` saying of each doubtful result whether a stronger executor is left)."""
     user = task.prompt
     if estimates_slope is not None:
         estimates = subtask_estimates(task, profiles, estimates_slope)
         user += f"\n\nExpected success, cheapest executor first:\n{estimates}"
-    user += f"\n\nHistory:\n{render_history(milestones)}"
+    stronger = (
+        stronger_untried(task, profiles, milestones, hints_slope)
+        if hints_slope is not None
+        else None
+    )
+    user += f"\n\nHistory:\n{render_history(milestones, stronger=stronger)}"
     if repair_error:
         user += f"\n\nYour last answer was invalid: {repair_error}\nAnswer again with valid JSON."
     system = f"{contract(executor_last, executor_levels)}\n\nExecutors:\n{executor_cards(profiles)}"
@@ -152,6 +194,7 @@ def orchestrator_messages(
         params.orchestrator.executor_last,
         params.estimates_slope(),
         params.orchestrator.executor_levels,
+        params.hints_slope(),
     )
 
 
