@@ -80,3 +80,16 @@ def test_teacher_data_from_all_trajectories_keeps_the_retries(
         assert retry == ("stronger executor left" in last), row["task_id"]
         retries += retry
     assert retries >= 2
+
+
+def test_later_turns_only_leave_the_first_plans_out(params: Params, tmp_path: Path) -> None:
+    """`sft_data.turns: later` writes exactly the turns after the first that `all` writes."""
+    from easy_core.learning.teacher_data import write_teacher_dataset
+
+    rows = {}
+    for turns in ("all", "later"):
+        data = params.sft_data.model_copy(update={"n_tasks": 12, "real": [], "turns": turns})
+        write_teacher_dataset(params.model_copy(update={"sft_data": data}), tmp_path / turns)
+        rows[turns] = [json.loads(line) for line in (tmp_path / turns / "train.jsonl").open()]
+    assert any(r["turn"] == 0 for r in rows["all"])
+    assert rows["later"] == [r for r in rows["all"] if r["turn"] > 0] != []

@@ -18,7 +18,7 @@ from easy_core.learning.recipes import (
 )
 
 REPORTED = ["sft-40", "sft-160", "grpo-cpu", "sft-280", "grpo-280", "grpo-x", "grpo-g", "grpo-r"]
-REPORTED += ["sft-cards", "grpo-cards", "sft-levels", "sft-levels-met"]
+REPORTED += ["sft-cards", "grpo-cards", "sft-levels", "sft-levels-met", "sft-levels-retry"]
 
 
 @pytest.mark.parametrize("name", REPORTED)

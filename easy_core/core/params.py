@@ -294,6 +294,12 @@ class SftDataParams(_Section):
         "them (its rule whatever the outcome; keeping only the correct ones under-represents "
         "the retries of doubted subtasks, which happen on the tasks that fail more often)",
     )
+    turns: Literal["all", "later"] = Field(
+        "all",
+        description="which turns become examples: all, or only those after the first (what to "
+        "do with results: retry or answer), to teach adapting without moving a checkpoint's "
+        "first plans",
+    )
 
     @model_validator(mode="after")
     def _privileged_teacher_needs_the_flag(self) -> SftDataParams:

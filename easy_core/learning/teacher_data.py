@@ -31,6 +31,7 @@ def teacher_examples(
     level_label: LevelLabel = "highest",
     hints_slope: float | None = None,
     correct_only: bool = True,
+    first_turn: bool = True,
 ) -> Iterator[dict]:
     """One example per turn of every trajectory (with `correct_only`, every correct one): the
     messages before the turn (with per-subtask estimates when `estimates_slope` is set, and
@@ -38,7 +39,7 @@ def teacher_examples(
     assistant's answer, both in the output contract `executor_last` names; with `levels_slope`
     (the capability model's difficulty slope) each executor is written as the level that selects
     it, picked by `level_label` (`levels.executor_level`; `level_unmatched` counts the steps no
-    level selects)."""
+    level selects). Without `first_turn`, the first turn of each trajectory is left out."""
     for task, trajectory in pairs:
         if correct_only and not trajectory.correct:
             continue
@@ -47,6 +48,8 @@ def teacher_examples(
         if task.suite != "sim":  # real tasks do not show their subtask ids: plans cannot cite them
             turns = [_without_covers(plan) for plan in turns]
         for index, plan in enumerate(turns):
+            if index == 0 and not first_turn:
+                continue
             messages = render_messages(
                 task,
                 profiles,
@@ -145,6 +148,7 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
     summary: dict = {
         "teacher": config.teacher,
         "trajectories": config.trajectories,
+        "turns": config.turns,
         **params.orchestrator.contract(),
         "suites": {},
     }
@@ -170,6 +174,7 @@ def teacher_dataset(params: Params) -> tuple[list[dict], dict]:
                 config.level_label,
                 params.hints_slope(),
                 correct_only=config.trajectories == "correct",
+                first_turn=config.turns == "all",
             )
         examples += rows
         entry = summary["suites"].setdefault(
