@@ -19,6 +19,7 @@ from easy_core.learning.recipes import (
 
 REPORTED = ["sft-40", "sft-160", "grpo-cpu", "sft-280", "grpo-280", "grpo-x", "grpo-g", "grpo-r"]
 REPORTED += ["sft-cards", "grpo-cards", "sft-levels", "sft-levels-met", "sft-levels-retry"]
+REPORTED += ["sft-levels-retry-all-layers"]
 
 
 @pytest.mark.parametrize("name", REPORTED)

@@ -96,7 +96,12 @@ def test_a_checkpoint_is_run_only_in_the_output_contract_it_learnt(
     from easy_core.policies.llm import LLMPolicy
 
     out, metrics = checkpoint
-    learnt = {"executor_last": False, "subtask_estimates": False, "executor_levels": False}
+    learnt = {
+        "executor_last": False,
+        "subtask_estimates": False,
+        "executor_levels": False,
+        "escalation_hints": False,
+    }
     assert json.loads((out / CONTRACT_FILE).read_text()) == learnt == checkpoint_contract(out)
     assert metrics["executor_last"] is False and metrics["subtask_estimates"] is False
     assert checkpoint_contract("smollm2-135m") is None  # a packaged base learnt none
