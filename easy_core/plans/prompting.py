@@ -94,9 +94,9 @@ def subtask_estimates(task: Task, profiles: list[ExecutorProfile], slope: float)
 def stronger_untried(
     task: Task, profiles: list[ExecutorProfile], milestones: list[Milestone], slope: float
 ) -> dict[tuple[int, str], bool]:
-    """For each result of one covered subtask in `milestones`, keyed (milestone index, step
-    id): whether the cards name an executor more likely to succeed on that subtask than every
-    executor tried on it up to that milestone (what `greedy` escalates to)."""
+    """For each doubtful result of one covered subtask in `milestones`, keyed (milestone
+    index, step id): whether the cards name an executor more likely to succeed on that subtask
+    than every executor tried on it up to that milestone (what `greedy` escalates to)."""
     tried: dict[str, list[str]] = {}
     stronger = {}
     for milestone in milestones:
@@ -104,7 +104,9 @@ def stronger_untried(
             for sub_id in step.covers or ():
                 tried.setdefault(sub_id, []).append(step.executor)
         for result in milestone.results:
-            sub = task.subtask_index.get(result.covers[0]) if len(result.covers) == 1 else None
+            if result.self_check is not False or len(result.covers) != 1:
+                continue  # the history says nothing more of a result not doubted
+            sub = task.subtask_index.get(result.covers[0])
             if sub is None:
                 continue
             rates = {p.name: expected_success(p, sub.skill, sub.difficulty, slope)
