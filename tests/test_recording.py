@@ -198,3 +198,70 @@ def test_calibration_reads_the_test_split_from_a_recording(tmp_path: Path, param
     assert report.mean_abs_error_informative == pytest.approx(
         sum(abs(r.simulated - r.measured) for r in informative) / len(informative)
     )
+
+
+class Combines(Knows):
+    """On a compound task: a part right when the hash falls under `skill`; the combining step
+    copies the answers its inputs gave, as a real combiner does, so it is right exactly when
+    every part reached it right."""
+
+    def __init__(self, name: str, skill: float, price: float):
+        super().__init__(name, skill, price)
+        for domain in ("math", "writing"):
+            self.profile.capability[domain] = DomainCapability(success=skill, n=0)
+
+    def _u(self, request: StepRequest) -> float:
+        digest = hashlib.sha256(f"{self.profile.name}|{request.task.id}|{request.covers}".encode())
+        return digest.digest()[0] / 256
+
+    async def run(self, request: StepRequest) -> StepResult:
+        from easy_core.world.suites.answers import final_line
+        from easy_core.world.suites.compound_math import SEPARATOR
+
+        self.calls += 1
+        sub = request.task.subtask(request.covers[0])
+        if sub.depends_on:
+            # a live step's inputs cover their subtasks; a recording's gold inputs name theirs
+            given = {
+                c: final_line(r.output) for r in request.inputs for c in r.covers or r.sub_answers
+            }
+            answer = SEPARATOR.join(given.get(dep, "?") for dep in sub.depends_on)
+        else:
+            answer = sub.gold if self._u(request) < self.skill else f"{sub.gold}1"
+        return StepResult(
+            step_id=request.step_id,
+            executor=self.profile.name,
+            status="ok",
+            output=f"Working it out.\nAnswer: {answer}",
+            tokens_in=30,
+            tokens_out=20,
+            cost_usd=self.profile.cost_usd(30, 20),
+            latency_s=0.5,
+            covers=list(request.covers),
+        )
+
+
+def test_replay_passes_a_wrong_part_on_to_the_step_that_combines_it(
+    tmp_path: Path, params: Params
+) -> None:
+    """A compound task's combining step was recorded with the gold parts as its inputs; replayed
+    after a wrong part, it must be wrong as the live combiner is, not right from inputs it never
+    had. Live and replayed episodes agree task by task, and the leak this guards against would
+    show as replayed success above live."""
+    from easy_core.world.suites.compound_math import CompoundMathSuite
+
+    suite = CompoundMathSuite()
+    executors = [Combines("big", 0.8, 1.0), Combines("small", 0.4, 0.1)]
+    pool = ExecutorPool.of("combines", executors)
+    tasks = list(suite.tasks("test", 8, 0))
+    record(pool, suite, "test", 8, tmp_path)
+    replay = ExecutorPool.from_config(replayed(pool.config, tmp_path))
+    for policy in ("strongest", "cheapest"):
+        live = run_episodes(tasks, EpisodeRunner(pool, params, suite.check), policy, 0)
+        again = run_episodes(tasks, EpisodeRunner(replay, params, suite.check), policy, 0)
+        assert [t.correct for t in again] == [t.correct for t in live]
+        assert [t.scores for t in again] == [t.scores for t in live]
+    # the case that matters happened: a part went wrong, and every recorded combiner was right
+    assert not all(t.correct for t in live)
+    combining = [r for r in read_records(tmp_path) if r.skill == "writing"]
+    assert combining and all(r.correct for r in combining)

@@ -3,15 +3,29 @@ on subtask S of task T gets what the live executor answered when `easy record` r
 S's gold prerequisites: its output, tokens, latency, status; cost at the card's prices. So any
 policy is evaluated on real outcomes offline, in virtual time, in seconds.
 
-What replay assumes, and a live run need not honour: an executor's outcome on a subtask does not
-depend on the plan around it (the instruction the orchestrator wrote, the actual results of
-earlier steps). Tools that run what the orchestrator wrote (the python tool) are replayed on the
-subtask's own instruction. The agreement of replayed and live runs is measured
-(docs/BENCHMARKS.md, "Recorded outcomes").
+A row stands for the inputs it was recorded with, the gold prerequisites. Where a step's
+prerequisites did not reach it right in this episode (a wrong or failed earlier result, or none
+delivered), replaying the row as it is would hand on a right answer built from inputs the step
+never had: a compound task's combining step would be right whatever its parts said. Such a step
+is wrong, as it is in the simulated world, and its output says so the way a live one would:
+  1. a row that was wrong with gold inputs stays as recorded;
+  2. otherwise the gold answers of the prerequisites that went wrong are replaced in its text by
+     the answers delivered (a step that carries its inputs forward, as a combiner does);
+  3. where they do not appear, another executor's wrong output on the subtask is served;
+  4. where no executor got it wrong, the row stands: the one case replay cannot make wrong.
+An input counts as right only where it is a recorded output that was right, so a step served
+by 2 or 3 passes its wrongness on to the steps after it.
+
+What replay assumes beyond that, and a live run need not honour: an executor's outcome on a
+subtask does not depend on the plan around it (the instruction the orchestrator wrote). Tools
+that run what the orchestrator wrote (the python tool) are replayed on the subtask's own
+instruction. The agreement of replayed and live runs is measured (docs/BENCHMARKS.md,
+"Recorded outcomes").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -19,6 +33,7 @@ from pathlib import Path
 from easy_core.core.errors import ConfigError
 from easy_core.core.schemas import ExecutorProfile, OutcomeRecord, StepRequest, StepResult
 from easy_core.executors.base import run_simulated
+from easy_core.world.suites.answers import final_line
 
 
 def read_records(directory: str | Path) -> Iterator[OutcomeRecord]:
@@ -41,6 +56,16 @@ def read_records(directory: str | Path) -> Iterator[OutcomeRecord]:
 def _recording(directory: str) -> dict[tuple[str, str, str], OutcomeRecord]:
     """(executor, task, subtask) -> row; read once per process and folder."""
     return {(r.executor, r.task_id, r.subtask_id): r for r in read_records(directory)}
+
+
+@cache
+def _wrong_outputs(directory: str) -> dict[tuple[str, str], list[str]]:
+    """(task, subtask) -> the outputs recorded wrong on it, by executor name."""
+    wrong: dict[tuple[str, str], list[str]] = {}
+    for (_, task_id, sub_id), row in sorted(_recording(directory).items()):
+        if row.status == "ok" and not row.correct:
+            wrong.setdefault((task_id, sub_id), []).append(row.output)
+    return wrong
 
 
 class ReplayExecutor:
@@ -86,11 +111,12 @@ class ReplayExecutor:
         tokens_in = sum(r.tokens_in for r in rows)
         tokens_out = sum(r.tokens_out for r in rows)
         failed = next((r for r in rows if r.status != "ok"), None)
+        right = self._delivered_right(request)
         return StepResult(
             step_id=request.step_id,
             executor=self.profile.name,
             status="ok" if failed is None else "failed",
-            output="\n".join(r.output for r in rows),
+            output="\n".join(self._output(request, row, right) for row in rows),
             error=None if failed is None else failed.error,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
@@ -99,6 +125,45 @@ class ReplayExecutor:
             latency_s=sum(r.latency_s for r in rows),
             covers=list(request.covers),
         )
+
+    def _delivered_right(self, request: StepRequest) -> dict[str, bool]:
+        """Subtask -> whether the step's inputs brought it right: an input is right where it is
+        a recorded output, unchanged, that was right."""
+        right: dict[str, bool] = {}
+        for result in request.inputs:
+            rows = [self.rows.get((result.executor, request.task.id, c)) for c in result.covers]
+            recorded = [r for r in rows if r is not None]
+            as_recorded = (
+                result.status == "ok"
+                and len(recorded) == len(rows)
+                and result.output == "\n".join(r.output for r in recorded)
+            )
+            for sub_id, row in zip(result.covers, rows, strict=True):
+                right[sub_id] = as_recorded and row is not None and row.correct
+        return right
+
+    def _output(self, request: StepRequest, row: OutcomeRecord, right: dict[str, bool]) -> str:
+        """The row's output, or what this step answers from the wrong inputs it had (the
+        module's rules 1-4)."""
+        task = request.task
+        wrong = [p for p in task.subtask(row.subtask_id).depends_on if not right.get(p, False)]
+        if not wrong or not row.correct:
+            return row.output
+        delivered = {
+            sub_id: final_line(result.output)
+            for result in request.inputs
+            for sub_id in result.covers
+        }
+        text = row.output
+        for prereq in wrong:
+            gold, answer = task.subtask(prereq).gold, delivered.get(prereq)
+            if gold and answer is not None:
+                pattern = rf"(?<![\w.]){re.escape(gold)}(?![\w.])"
+                text = re.sub(pattern, lambda _, given=answer: given, text)
+        if text != row.output:
+            return text
+        others = _wrong_outputs(str(Path(self.profile.records).resolve()))
+        return next(iter(others.get((task.id, row.subtask_id), [])), row.output)
 
     async def run(self, request: StepRequest) -> StepResult:
         return await run_simulated(self.simulate, request)
