@@ -265,3 +265,38 @@ def test_replay_passes_a_wrong_part_on_to_the_step_that_combines_it(
     assert not all(t.correct for t in live)
     combining = [r for r in read_records(tmp_path) if r.skill == "writing"]
     assert combining and all(r.correct for r in combining)
+
+
+def test_replay_serves_a_wrong_output_where_the_gold_inputs_do_not_show(
+    tmp_path: Path, params: Params
+) -> None:
+    """A combining step whose recorded text does not quote its inputs cannot have the wrong
+    ones put in: after a wrong part it gets an output another executor was recorded wrong with,
+    never its own right one."""
+    from easy_core.core.schemas import OutcomeRecord
+    from easy_core.world.suites.compound_math import CompoundMathSuite
+
+    suite = CompoundMathSuite()
+    task = next(iter(suite.tasks("test", 1, 0)))
+    pool, _ = live_pool()  # big and small, on a compound task's skills below
+    for profile in pool.config.executors:
+        profile.capability["writing"] = DomainCapability(success=0.5, n=0)
+    sink = task.subtasks[-1]
+
+    def row(executor: str, sub_id: str, output: str, correct: bool) -> str:
+        return OutcomeRecord(
+            suite=suite.name, split="test", task_id=task.id, subtask_id=sub_id,
+            skill=task.subtask(sub_id).skill, executor=executor, status="ok", output=output,
+            correct=correct, tokens_in=10, tokens_out=5, latency_s=0.1, cost_usd=0.0,
+        ).model_dump_json()  # fmt: skip
+
+    rows = [row(name, sub.id, f"Answer: {sub.gold}", name == "small")
+            for sub in task.subtasks[:-1] for name in ("big", "small")]  # fmt: skip
+    rows += [row("big", sink.id, "Combined as asked.", True),
+             row("small", sink.id, "Answer: no idea", False)]  # fmt: skip
+    (tmp_path / "shard-00000.jsonl").write_text("\n".join(rows) + "\n")
+    replay = ExecutorPool.from_config(replayed(pool.config, tmp_path))
+    [trajectory] = run_episodes([task], EpisodeRunner(replay, params, suite.check), "strongest", 0)
+    results = {r.covers[0]: r for m in trajectory.milestones for r in m.results}
+    assert {results[sub.id].executor for sub in task.subtasks} == {"big"}
+    assert results[sink.id].output == "Answer: no idea"  # big's wrong parts reached it
