@@ -257,10 +257,15 @@ def test_replay_passes_a_wrong_part_on_to_the_step_that_combines_it(
     record(pool, suite, "test", 8, tmp_path)
     replay = ExecutorPool.from_config(replayed(pool.config, tmp_path))
     for policy in ("strongest", "cheapest"):
-        live = run_episodes(tasks, EpisodeRunner(pool, params, suite.check), policy, 0)
-        again = run_episodes(tasks, EpisodeRunner(replay, params, suite.check), policy, 0)
+        live_runner = EpisodeRunner(pool, params, suite.check, score=suite.score)
+        replay_runner = EpisodeRunner(replay, params, suite.check, score=suite.score)
+        live = run_episodes(tasks, live_runner, policy, 0)
+        again = run_episodes(tasks, replay_runner, policy, 0)
         assert [t.correct for t in again] == [t.correct for t in live]
         assert [t.scores for t in again] == [t.scores for t in live]
+        agreement = replay_agreement(policy, live, again)
+        assert agreement.scores_live == agreement.scores_replayed
+        assert 0 < agreement.scores_live["parts"] < 1
     # the case that matters happened: a part went wrong, and every recorded combiner was right
     assert not all(t.correct for t in live)
     combining = [r for r in read_records(tmp_path) if r.skill == "writing"]

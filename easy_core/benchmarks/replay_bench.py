@@ -30,13 +30,16 @@ def replay_benchmark(
     replay_pool = ExecutorPool.from_config(replayed(live_pool.config, records))
     suite = get_suite(suite_name, params)
     tasks = list(suite.tasks(split, n, seed))
+    score = getattr(suite, "score", None)
     rows = []
     for policy in policies:
         started = time.monotonic()
-        live = run_episodes(tasks, EpisodeRunner(live_pool, params, suite.check), policy, seed)
+        live_runner = EpisodeRunner(live_pool, params, suite.check, score=score)
+        live = run_episodes(tasks, live_runner, policy, seed)
         live_s = time.monotonic() - started
         started = time.monotonic()
-        again = run_episodes(tasks, EpisodeRunner(replay_pool, params, suite.check), policy, seed)
+        replay_runner = EpisodeRunner(replay_pool, params, suite.check, score=score)
+        again = run_episodes(tasks, replay_runner, policy, seed)
         rows.append((replay_agreement(policy, live, again), live_s, time.monotonic() - started))
     return rows
 
@@ -44,12 +47,17 @@ def replay_benchmark(
 def replay_markdown(rows: list[tuple[ReplayAgreement, float, float]]) -> str:
     lines = [
         "| policy | tasks | live steps | identical steps | success live | success replayed "
-        "| live s | replay s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| scores live | scores replayed | live s | replay s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def scores(means: dict[str, float]) -> str:
+        return ", ".join(f"{key} {value:.3f}" for key, value in means.items()) or "-"
+
     for a, live_s, replay_s in rows:
         lines.append(
             f"| {a.policy} | {a.tasks} | {a.steps} | {a.identical_steps:.2f} | "
-            f"{a.success_live:.2f} | {a.success_replayed:.2f} | {live_s:.1f} | {replay_s:.2f} |"
+            f"{a.success_live:.2f} | {a.success_replayed:.2f} | {scores(a.scores_live)} | "
+            f"{scores(a.scores_replayed)} | {live_s:.1f} | {replay_s:.2f} |"
         )
     return "\n".join(lines) + "\n"

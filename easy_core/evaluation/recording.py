@@ -162,6 +162,15 @@ class ReplayAgreement(BaseModel):
     identical_steps: float  # share whose executor, status and output replay reproduced
     success_live: float
     success_replayed: float
+    # the suite's partial scores, mean per key (a compound task's share of parts right), where
+    # whole-task success is too rare to compare
+    scores_live: dict[str, float] = {}
+    scores_replayed: dict[str, float] = {}
+
+
+def _mean_scores(trajectories: list[Trajectory]) -> dict[str, float]:
+    keys = sorted({key for t in trajectories for key in t.scores})
+    return {key: mean([t.scores.get(key, 0.0) for t in trajectories]) for key in keys}
 
 
 def replay_agreement(
@@ -186,4 +195,6 @@ def replay_agreement(
         identical_steps=same / len(live_steps) if live_steps else 1.0,
         success_live=mean([float(t.correct) for t in live]),
         success_replayed=mean([float(t.correct) for t in replayed]),
+        scores_live=_mean_scores(live),
+        scores_replayed=_mean_scores(replayed),
     )
