@@ -284,3 +284,36 @@ def test_level_table_refuses_to_tune_on_the_tasks_it_reports(tmp_path):
     assert_user_error(easy(*args, "--split", "test"), "--table", "validation")
     missing = tmp_path / "table.json"
     assert_user_error(easy(*args, "--split", "test", "--table", str(missing)), "no level table")
+
+
+def test_bench_paired_compares_two_runs_task_by_task_and_refuses_other_tasks(tmp_path):
+    """`easy bench paired`: its figures agree with the two runs' own summaries (a wiring that
+    paired the wrong tasks or swapped the runs would not), and runs over other tasks exit 2."""
+    ran = easy("compare", "--pool", str(SIM_DEFAULT), "--policies", "strongest,cheapest",
+               "--n", "30", "--out", str(tmp_path / "a"))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads((tmp_path / "a" / "compare.json").read_text())
+    strongest, cheapest = (summary[f"sim-default/{p}"] for p in ("strongest", "cheapest"))
+    episodes = tmp_path / "a" / "episodes"
+    paired = easy("bench", "paired", "--reference", str(episodes / "strongest"),
+                  "--other", str(episodes / "cheapest"), "--json")  # fmt: skip
+    assert paired.returncode == 0, paired.stderr
+    figures = json.loads(paired.stdout)
+    assert figures["other"]["policy"] == "cheapest" and figures["other"]["n"] == 30
+    expected = cheapest["success_rate"] - strongest["success_rate"]
+    assert figures["success_difference"] == pytest.approx(expected)
+    assert expected != 0  # the two policies differ on these tasks, so the check above can fail
+    low, high = figures["success_difference_ci95"]
+    assert low <= expected <= high
+    ratio = cheapest["mean_cost_usd"] / strongest["mean_cost_usd"]
+    assert figures["cost_ratio"] == pytest.approx(ratio) and ratio < 1
+    assert figures["reward_difference"] == pytest.approx(
+        cheapest["mean_reward"] - strongest["mean_reward"]
+    )
+
+    fewer = easy("compare", "--pool", str(SIM_DEFAULT), "--policies", "strongest", "--n", "10",
+                 "--out", str(tmp_path / "b"))  # fmt: skip
+    assert fewer.returncode == 0, fewer.stderr
+    other_tasks = easy("bench", "paired", "--reference", str(tmp_path / "b" / "episodes" /
+                       "strongest"), "--other", str(episodes / "cheapest"))  # fmt: skip
+    assert_user_error(other_tasks, "different tasks", "--split and --n")

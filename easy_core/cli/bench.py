@@ -70,6 +70,22 @@ def bench_replay(
     print(replay_markdown(rows))
 
 
+@bench_app.command("paired")
+@user_errors
+def bench_paired(
+    reference: Annotated[Path, typer.Option(help="an episodes folder: DIR/episodes/POLICY")],
+    other: Annotated[Path, typer.Option(help="another run's episodes folder, same tasks")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
+) -> None:
+    """Two finished runs of the same tasks (e.g. a live policy against the replayed baselines of
+    its recording), task by task: success and reward differences and the cost ratio, each with
+    its 95% bootstrap interval."""
+    from easy_core.evaluation.paired_runs import compare_paired_runs, paired_runs_markdown
+
+    figures = compare_paired_runs(reference, other)
+    print(json.dumps(figures, indent=2) if as_json else paired_runs_markdown(figures), end="")
+
+
 @bench_app.command("level-table")
 @user_errors
 def bench_level_table(
