@@ -311,6 +311,25 @@ def test_bench_paired_compares_two_runs_task_by_task_and_refuses_other_tasks(tmp
         cheapest["mean_reward"] - strongest["mean_reward"]
     )
 
+    # a suite's graded scores are paired too: give each run varied per-task scores
+    from easy_core.core.datasets import Manifest, read_trajectories, write_manifest, write_shard
+
+    scored = {}
+    for policy, scale in (("strongest", 0.3), ("cheapest", 0.7)):
+        runs = list(read_trajectories(episodes / policy / "shards"))
+        for index, episode in enumerate(runs):
+            episode.scores = {"parts": (index % 4) * scale / 3}
+        scored[policy] = tmp_path / "scored" / policy
+        info = write_shard(scored[policy], 0, runs)
+        write_manifest(scored[policy], Manifest(kind="trajectories", shards=[info]))
+    graded = easy("bench", "paired", "--reference", str(scored["strongest"]),
+                  "--other", str(scored["cheapest"]), "--json")  # fmt: skip
+    assert graded.returncode == 0, graded.stderr
+    parts = [(i % 4) / 3 for i in range(30)]
+    assert json.loads(graded.stdout)["score_parts_difference"] == pytest.approx(
+        sum(parts) / 30 * (0.7 - 0.3)
+    )
+
     fewer = easy("compare", "--pool", str(SIM_DEFAULT), "--policies", "strongest", "--n", "10",
                  "--out", str(tmp_path / "b"))  # fmt: skip
     assert fewer.returncode == 0, fewer.stderr

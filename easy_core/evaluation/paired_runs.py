@@ -65,6 +65,15 @@ def compare_paired_runs(reference: str | Path, other: str | Path) -> dict[str, A
         "reward_difference": reward,
         "reward_difference_ci95": reward_ci,
     }
+    # a suite's graded scores (a compound task's share of parts right, say), where both have them
+    for name in sorted(set.intersection(*({*e.scores} for e in a + b))):
+        score, score_ci = paired_difference(
+            [e.scores[name] for e in a], [e.scores[name] for e in b]
+        )
+        figures[f"score_{name}_difference"], figures[f"score_{name}_difference_ci95"] = (
+            score,
+            score_ci,
+        )
     if sum(e.metrics.cost_usd for e in a) > 0:
         ratio, ratio_ci = ratio_of_sums(
             [e.metrics.cost_usd for e in b], [e.metrics.cost_usd for e in a]
@@ -95,6 +104,9 @@ def paired_runs_markdown(figures: dict[str, Any]) -> str:
         f"success, other - reference: {interval('success_difference')}",
         f"reward, other - reference: {interval('reward_difference')}",
     ]
+    for name in figures:
+        if name.startswith("score_") and name.endswith("_difference"):
+            lines.append(f"{name[6:-11]}, other - reference: {interval(name)}")
     if "cost_ratio" in figures:
         low, high = figures["cost_ratio_ci95"]
         lines.append(
