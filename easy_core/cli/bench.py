@@ -78,8 +78,8 @@ def bench_paired(
     as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
 ) -> None:
     """Two finished runs of the same tasks (e.g. a live policy against the replayed baselines of
-    its recording), task by task: success and reward differences and the cost ratio, each with
-    its 95% bootstrap interval."""
+    its recording), task by task: success, reward and graded-score differences and the cost
+    ratio, each with its 95% bootstrap interval."""
     from easy_core.evaluation.paired_runs import compare_paired_runs, paired_runs_markdown
 
     figures = compare_paired_runs(reference, other)

@@ -1,8 +1,9 @@
 """Two finished evaluations of the same tasks, compared task by task: the episodes `easy compare`
 or `easy eval` kept (their `episodes/<policy>` folders), which may come from different pools or
 backends (a live run against the replayed baselines of its recording, say). Success, cost and
-reward of each, the paired difference in success and in reward with its 95% bootstrap interval,
-and the ratio of total cost with its interval, tasks resampled together."""
+reward of each; the paired difference in success, in reward and in each graded score both runs
+have (a compound task's share of parts right), each with its 95% bootstrap interval; and the
+ratio of total cost with its interval, tasks resampled together."""
 
 from __future__ import annotations
 
