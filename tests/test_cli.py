@@ -336,3 +336,42 @@ def test_bench_paired_compares_two_runs_task_by_task_and_refuses_other_tasks(tmp
     other_tasks = easy("bench", "paired", "--reference", str(tmp_path / "b" / "episodes" /
                        "strongest"), "--other", str(episodes / "cheapest"))  # fmt: skip
     assert_user_error(other_tasks, "different tasks", "--split and --n")
+
+
+def test_bench_frontier_measures_each_policy_against_the_reference_on_its_own_tasks(tmp_path):
+    """`easy bench frontier`: each point's cost ratio and success agree with the runs' own
+    summaries; a run the reference did not cover, a missing reference and an unknown graded
+    score each exit 2."""
+    ran = easy("compare", "--pool", str(SIM_DEFAULT), "--policies", "strongest,cheapest,random",
+               "--n", "30", "--out", str(tmp_path / "a"))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads((tmp_path / "a" / "compare.json").read_text())
+    drawn = easy("bench", "frontier", "--run", f"sim={tmp_path / 'a'}",
+                 "--out", str(tmp_path / "f"))  # fmt: skip
+    assert drawn.returncode == 0, drawn.stderr
+    points = {p["policy"]: p for p in json.loads((tmp_path / "f" / "frontier.json").read_text())}
+    assert set(points) == {"strongest", "cheapest", "random", "oracle"}  # compare adds the oracle
+    strongest = summary["sim-default/strongest"]
+    for policy in ("cheapest", "random"):
+        mine = summary[f"sim-default/{policy}"]
+        assert points[policy]["value"] == pytest.approx(mine["success_rate"])
+        ratio = mine["mean_cost_usd"] / strongest["mean_cost_usd"]
+        assert points[policy]["cost_ratio"] == pytest.approx(ratio) and ratio < 1
+        low, high = points[policy]["cost_ratio_ci95"]
+        assert low < ratio < high
+        assert points[policy]["reference_value"] == pytest.approx(strongest["success_rate"])
+    assert points["strongest"]["cost_ratio"] == pytest.approx(1.0)
+    assert (tmp_path / "f" / "frontier.png").stat().st_size > 10_000
+
+    more = easy("compare", "--pool", str(SIM_DEFAULT), "--policies", "cheapest", "--n", "40",
+                "--out", str(tmp_path / "b"))  # fmt: skip
+    assert more.returncode == 0, more.stderr
+    uncovered = easy("bench", "frontier", "--run", f"sim={tmp_path / 'a'}",
+                     "--run", f"sim={tmp_path / 'b'}", "--out", str(tmp_path / "g"))  # fmt: skip
+    assert_user_error(uncovered, "played every task", "at least the same --n")
+    no_reference = easy("bench", "frontier", "--run", f"sim={tmp_path / 'b'}",
+                        "--out", str(tmp_path / "g"))  # fmt: skip
+    assert_user_error(no_reference, "reference policy 'strongest'", "--reference")
+    no_score = easy("bench", "frontier", "--run", f"sim={tmp_path / 'a'}", "--score",
+                    "sim=parts", "--out", str(tmp_path / "g"))  # fmt: skip
+    assert_user_error(no_score, "no graded score 'parts'", "--score")

@@ -86,6 +86,57 @@ def bench_paired(
     print(json.dumps(figures, indent=2) if as_json else paired_runs_markdown(figures), end="")
 
 
+@bench_app.command("frontier")
+@user_errors
+def bench_frontier(
+    run: Annotated[
+        list[str], typer.Option(help="SUITE=DIR, repeated: a folder `easy compare --out` wrote")
+    ],
+    score: Annotated[
+        list[str] | None,
+        typer.Option(help="SUITE=SCORE: judge that suite by a graded score (e.g. parts)"),
+    ] = None,
+    reference: Annotated[str, typer.Option(help="the policy costs are relative to")] = "strongest",
+    target_cost: Annotated[
+        float, typer.Option(min=0.0, help="the target's largest share of the reference's cost")
+    ] = 0.35,
+    out: Annotated[Path, typer.Option(help="write frontier.png, .md and .json here")] = Path(
+        "results/frontier"
+    ),
+) -> None:
+    """Every policy of finished runs over several suites, live and replayed: quality (success or
+    a graded score) against cost relative to the reference on the same tasks, both with 95%
+    intervals; one Pareto panel per suite with the target region shaded."""
+    from easy_core.core.storage import atomic_write_text
+    from easy_core.evaluation.suite_frontier import (
+        frontier_json,
+        frontier_markdown,
+        frontier_plot,
+        suite_frontier,
+    )
+
+    runs: dict[str, list[Path]] = {}
+    for suite, folder in (_pair("--run", item) for item in run):
+        runs.setdefault(suite, []).append(Path(folder))
+    scores = dict(_pair("--score", item) for item in score or [])
+    points = suite_frontier(runs, reference, scores)
+    markdown = frontier_markdown(points, reference, target_cost)
+    atomic_write_text(out / "frontier.md", markdown)
+    atomic_write_text(out / "frontier.json", json.dumps(frontier_json(points), indent=2) + "\n")
+    frontier_plot(points, out / "frontier.png", reference, target_cost)
+    print(markdown, end="")
+    print(f"{out}/frontier.png, .md, .json")
+
+
+def _pair(option: str, item: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not sep or not name or not value:
+        raise ConfigError(
+            f"{option} {item!r}: write NAME=VALUE, e.g. {option} math=results/compare"
+        )
+    return name, value
+
+
 @bench_app.command("level-table")
 @user_errors
 def bench_level_table(

@@ -48,6 +48,20 @@ def paired_difference(
     return float(diffs.mean()), _percentile_interval(means)
 
 
+def mean_interval(
+    values: list[float], resamples: int = 10_000, seed: int = 0
+) -> tuple[float, tuple[float, float]]:
+    """Mean of `values` (a graded score per task, say) and its 95% percentile bootstrap
+    interval."""
+    import numpy as np
+
+    if not values:
+        raise ValueError("mean_interval needs a non-empty list")
+    array = np.asarray(values, dtype=float)
+    means = array[_resampled_units(len(array), resamples, seed)].mean(axis=1)
+    return float(array.mean()), _percentile_interval(means)
+
+
 def ratio_of_sums(
     numerators: list[float], denominators: list[float], resamples: int = 10_000, seed: int = 0
 ) -> tuple[float, tuple[float, float]]:

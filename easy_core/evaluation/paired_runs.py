@@ -16,7 +16,7 @@ from easy_core.core.schemas import Trajectory
 from easy_core.core.stats import mean, paired_difference, ratio_of_sums, wilson_interval
 
 
-def _by_task(directory: str | Path) -> dict[str, Trajectory]:
+def episodes_by_task(directory: str | Path) -> dict[str, Trajectory]:
     # `easy compare` keeps a policy's episodes as a sharded dataset in episodes/POLICY/shards
     if (Path(directory) / "shards").is_dir():
         directory = Path(directory) / "shards"
@@ -43,7 +43,7 @@ def _summary(label: str, episodes: list[Trajectory]) -> dict[str, Any]:
 def compare_paired_runs(reference: str | Path, other: str | Path) -> dict[str, Any]:
     """`other` against `reference` on the tasks both played (both must have played the same
     ones: a run over other tasks is not a paired comparison)."""
-    ours, theirs = _by_task(other), _by_task(reference)
+    ours, theirs = episodes_by_task(other), episodes_by_task(reference)
     if set(ours) != set(theirs):
         only_ours = sorted(set(ours) - set(theirs))[:3]
         only_theirs = sorted(set(theirs) - set(ours))[:3]
