@@ -305,3 +305,66 @@ def test_replay_serves_a_wrong_output_where_the_gold_inputs_do_not_show(
     results = {r.covers[0]: r for m in trajectory.milestones for r in m.results}
     assert {results[sub.id].executor for sub in task.subtasks} == {"big"}
     assert results[sink.id].output == "Answer: no idea"  # big's wrong parts reached it
+
+
+class Echoes(Combines):
+    """A Combines whose combining step also says which executor each of its inputs came from
+    ("given" for a bare gold answer), so a test sees what a recording delivered."""
+
+    async def run(self, request: StepRequest) -> StepResult:
+        result = await super().run(request)
+        if request.inputs:
+            sources = ",".join(r.executor for r in request.inputs)
+            result.output = f"inputs from {sources}\n{result.output}"
+        return result
+
+
+def test_a_recording_hands_each_step_the_right_outputs_recorded_before_it(tmp_path: Path) -> None:
+    """With recorded inputs (the default) a combining step reads, for each part, the right
+    output of the likeliest executor that got it right (gold only where none did), and its row
+    says so; recording a gold-input shard again calls the executors on the combining steps
+    only, keeping the parts' rows; a suite without prerequisites records the same rows either
+    way."""
+    from easy_core.core.schemas import OutcomeRecord
+    from easy_core.world.suites.compound_math import CompoundMathSuite
+
+    suite = CompoundMathSuite()
+    executors = [Echoes("big", 0.6, 1.0), Echoes("small", 0.4, 0.1)]
+    pool = ExecutorPool.of("echoes", executors)
+    record(pool, suite, "test", 4, tmp_path / "gold", inputs="gold")
+    gold_rows = list(read_records(tmp_path / "gold"))
+    assert all(not r.inputs_from for r in gold_rows)
+    sinks = [r for r in gold_rows if r.skill == "writing"]
+    assert sinks and all(r.output.startswith("inputs from given,") for r in sinks)
+
+    # the same shard recorded again with recorded inputs: parts kept, combiners called again
+    directory = tmp_path / "gold" / "math-compound-test"
+    calls_before = [e.calls for e in executors]
+    _, written = record(pool, suite, "test", 4, tmp_path / "gold")
+    assert written == 1
+    assert [e.calls - c for e, c in zip(executors, calls_before, strict=True)] == [4, 4]
+    rows = list(read_records(directory))
+
+    def by_key(records: list[OutcomeRecord]) -> dict[tuple[str, str, str], OutcomeRecord]:
+        return {(r.task_id, r.subtask_id, r.executor): r for r in records if r.skill == "math"}
+
+    parts = by_key(rows)
+    assert parts == by_key(gold_rows)
+    handed_on = 0
+    for sink in (r for r in rows if r.skill == "writing"):
+        task = next(t for t in suite.tasks("test", 4, 0) if t.id == sink.task_id)
+        expected = {}
+        for dep in task.subtask(sink.subtask_id).depends_on:
+            right = [name for name in ("big", "small") if parts[task.id, dep, name].correct]
+            if right:
+                expected[dep] = right[0]  # big's card is the likelier one
+        assert sink.inputs_from == expected
+        sources = [expected.get(dep, "given") for dep in task.subtask(sink.subtask_id).depends_on]
+        assert sink.output.startswith(f"inputs from {','.join(sources)}\n")
+        handed_on += len(expected)
+    assert handed_on > 0 and "small" in {v for r in rows for v in r.inputs_from.values()}
+    assert record(pool, suite, "test", 4, tmp_path / "gold")[1] == 0  # finished: kept
+
+    math_pool, _ = live_pool()
+    record(math_pool, MathSuite(), "train", 3, tmp_path / "m", inputs="gold")
+    assert record(math_pool, MathSuite(), "train", 3, tmp_path / "m")[1] == 0

@@ -17,7 +17,7 @@ from easy_core.cli.app import (
     resolve_params,
     user_errors,
 )
-from easy_core.core.errors import EasyError
+from easy_core.core.errors import ConfigError, EasyError
 from easy_core.evaluation.evaluator import EvalSpec, evaluate, evaluate_resumable, write_results
 
 
@@ -194,13 +194,22 @@ def record_command(
             help="executors called at the same time (2 on 2 cores with one-thread servers)",
         ),
     ] = 1,
+    inputs: Annotated[
+        str,
+        typer.Option(
+            help="what a prerequisite delivers: recorded (a right recorded output, as a live "
+            "episode hands it on) or gold (its bare gold answer, RouterBench's rule)"
+        ),
+    ] = "recorded",
     params_path: ParamsOption = None,
 ) -> None:
-    """Run every executor on every subtask of a split, alone with gold inputs; one row per
+    """Run every executor on every subtask of a split, alone with right inputs; one row per
     (task, subtask, executor). Resumable: finished shards are kept."""
     from easy_core.evaluation.recording import SHARD_TASKS, record
     from easy_core.world.suites.splits import checked_split
 
+    if inputs not in ("recorded", "gold"):
+        raise ConfigError(f"--inputs {inputs!r}: use recorded or gold")
     params = resolve_params(params_path)
     executors, chosen = pool_and_suites(pool, suite, params)
     checked_split(suite, split)
@@ -208,7 +217,15 @@ def record_command(
     with progress_bar() as progress:
         bar = progress.add_task(f"recording {executors.name} on {suite}/{split}", total=None)
         directory, written = record(
-            executors, chosen[0][1], split, n, out_dir, seed, lambda: progress.advance(bar), at_once
+            executors,
+            chosen[0][1],
+            split,
+            n,
+            out_dir,
+            seed,
+            lambda: progress.advance(bar),
+            at_once,
+            inputs,  # type: ignore[arg-type]  # checked above
         )
     shards = -(-n // SHARD_TASKS)
     out.print(f"{directory}: {written} shards written, {shards - written} already recorded")

@@ -295,7 +295,7 @@ StepStatus = Literal["ok", "failed", "skipped"]
 
 
 class OutcomeRecord(BaseModel):
-    """One executor's outcome on one subtask, alone, with gold prerequisites as its inputs: a
+    """One executor's outcome on one subtask, alone, with right prerequisites as its inputs: a
     row of a recording (`easy record`), what the `replay` backend serves."""
 
     suite: str
@@ -312,6 +312,11 @@ class OutcomeRecord(BaseModel):
     tokens_out: int
     latency_s: float
     cost_usd: float
+    inputs_from: dict[str, str] = Field(
+        default_factory=dict,
+        description="prerequisite -> the executor whose recorded right output was this row's "
+        "input; absent: its gold answer was",
+    )
 
 
 class StepResult(BaseModel):

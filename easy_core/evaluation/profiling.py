@@ -14,7 +14,7 @@ import asyncio
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -51,10 +51,19 @@ class DomainMeasurement(BaseModel):
     mean_cost_usd: float
 
 
-def _context(task: Task, subtask_id: str) -> tuple[StepResult, ...]:
+# A recording's inputs: (task id, subtask id) -> the result a prerequisite delivers instead of
+# its gold answer (`recording`: a right output an executor recorded on it).
+GivenInputs = Mapping[tuple[str, str], StepResult]
+
+
+def _context(
+    task: Task, subtask_id: str, given: GivenInputs | None = None
+) -> tuple[StepResult, ...]:
     sub = task.subtask(subtask_id)
     return tuple(
-        StepResult(
+        given[task.id, dep].model_copy(update={"step_id": f"given-{dep}"})
+        if given and (task.id, dep) in given
+        else StepResult(
             step_id=f"given-{dep}",
             executor="given",
             status="ok",
@@ -72,24 +81,29 @@ Sample = tuple[bool, StepResult]
 SubtaskChecker = Callable[[Task, Subtask, str], bool]
 
 
-def _request(task: Task, sub: Subtask, max_output_tokens: int, seed: int) -> StepRequest:
+def _request(
+    task: Task, sub: Subtask, max_output_tokens: int, seed: int, given: GivenInputs | None = None
+) -> StepRequest:
     return StepRequest(
         step_id=f"profile-{sub.id}",
         instruction=sub.instruction or f"Solve {sub.id}.",
         task=task,
         covers=(sub.id,),
-        inputs=_context(task, sub.id),
+        inputs=_context(task, sub.id, given),
         max_output_tokens=max_output_tokens,
         seed=seed,
     )
 
 
-async def run_subtask(executor: object, task: Task, sub: Subtask, seed: int) -> StepResult:
-    """The executor on one subtask alone, with its gold prerequisites as inputs; the call's
-    wall time when the backend does not report a latency."""
+async def run_subtask(
+    executor: object, task: Task, sub: Subtask, seed: int, given: GivenInputs | None = None
+) -> StepResult:
+    """The executor on one subtask alone, with its gold prerequisites as inputs (or the results
+    `given` names); the call's wall time when the backend does not report a latency."""
     profile = executor.profile  # type: ignore[attr-defined]
     started = time.monotonic()
-    result = await executor.run(_request(task, sub, profile.max_output_tokens, seed))  # type: ignore[attr-defined]
+    request = _request(task, sub, profile.max_output_tokens, seed, given)
+    result = await executor.run(request)  # type: ignore[attr-defined]
     if not result.latency_s:
         result.latency_s = time.monotonic() - started
     return result
@@ -109,12 +123,14 @@ def real_outcomes(
     seed: int,
     on_sample: Callable[[], None] | None = None,
     at_once: int = 1,
+    given: GivenInputs | None = None,
+    only: Container[tuple[str, str]] | None = None,
 ) -> list[Outcome]:
-    """Every executor on the subtasks of the tasks in `work`, in the domains its pool entry
-    declares, checked by the suite; `at_once` executors at a time (1: CPU models would
-    otherwise share the cores; 2 on 2 cores when each server has one thread), each executor's
-    calls concurrent up to its `max_concurrency` (a server's parallel slots, an in-process
-    model's batch)."""
+    """Every executor on the subtasks of the tasks in `work` (those in `only`, if given), in the
+    domains its pool entry declares, checked by the suite; `at_once` executors at a time (1:
+    CPU models would otherwise share the cores; 2 on 2 cores when each server has one thread),
+    each executor's calls concurrent up to its `max_concurrency` (a server's parallel slots, an
+    in-process model's batch). Prerequisites are gold unless `given` delivers them."""
     if at_once < 1:
         raise ConfigError(f"executors at once must be at least 1 (got {at_once})")
 
@@ -124,7 +140,7 @@ def real_outcomes(
 
         async def one(task: Task, sub: Subtask, check: SubtaskChecker) -> Outcome:
             async with slots:
-                result = await run_subtask(executor, task, sub, seed)
+                result = await run_subtask(executor, task, sub, seed, given)
             if on_sample is not None:
                 on_sample()
             ok = result.status == "ok" and check(task, sub, result.output)
@@ -136,7 +152,9 @@ def real_outcomes(
                     one(task, sub, check)
                     for task, check in work
                     for sub in task.subtasks
-                    if sub.skill in declared and informative(task, sub)
+                    if sub.skill in declared
+                    and informative(task, sub)
+                    and (only is None or (task.id, sub.id) in only)
                 )
             )
         )

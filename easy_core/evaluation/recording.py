@@ -1,6 +1,16 @@
 """Recorded outcomes (RouterBench's method): every executor of a pool on every subtask of a
-suite's split, with the subtask's gold prerequisites as its inputs, one row per (task, subtask,
-executor): output, correct, tokens, latency, cost.
+suite's split, with right prerequisites as its inputs, one row per (task, subtask, executor):
+output, correct, tokens, latency, cost.
+
+What "right prerequisites" are is the recording's `inputs`:
+- "recorded" (the default): subtasks are recorded level by level of their task's graph, and a
+  prerequisite delivers a right output an executor recorded on it (the one whose card is
+  likeliest to succeed on its skill, as a careful policy would have run it), so a combining
+  step reads parts as a live episode hands them on: prose, an `Answer:` line, retrieved
+  documents. Where no executor got a prerequisite right, its gold answer stands in.
+- "gold": RouterBench's rule, every prerequisite its bare gold answer. A combining step then
+  only transcribes, and replay is optimistic about it (docs/BENCHMARKS.md).
+A suite whose subtasks have no prerequisites (math, code) records the same rows either way.
 
 Recordings are sharded by task (`<out>/<suite>-<split>/shard-NNNNN.jsonl`), each shard written
 atomically with a sidecar that marks it finished under the recording's settings, so a long
@@ -13,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -23,12 +34,14 @@ from easy_core.core.schemas import (
     MeasuredProfile,
     OutcomeRecord,
     StepResult,
+    Subtask,
     Task,
     Trajectory,
 )
 from easy_core.core.stats import mean
 from easy_core.evaluation.profiling import (
     DomainMeasurement,
+    Outcome,
     measured_profile,
     real_outcomes,
     subtask_checker,
@@ -40,15 +53,71 @@ from easy_core.world.suites import Suite
 
 SHARD_TASKS = 10  # tasks per shard: what a stopped recording can lose
 
+Inputs = Literal["recorded", "gold"]
+
 
 def recording_dir(out_dir: str | Path, suite: str, split: str) -> Path:
     return Path(out_dir) / f"{suite}-{split}"
 
 
-def _settings_hash(pool: ExecutorPool, suite: str, split: str, seed: int) -> str:
-    """What determines a shard's rows: which executors (name, model, output cap), the tasks."""
+def _settings_hash(
+    pool: ExecutorPool, suite: str, split: str, seed: int, inputs: Inputs = "gold"
+) -> str:
+    """What determines a shard's rows: which executors (name, model, output cap), the tasks,
+    and (for tasks whose subtasks have prerequisites) what the prerequisites deliver."""
     executors = [(p.name, p.model, p.max_output_tokens) for p in pool.profiles]
-    return config_hash({"executors": executors, "suite": suite, "split": split, "seed": seed})
+    settings: dict[str, object] = {
+        "executors": executors,
+        "suite": suite,
+        "split": split,
+        "seed": seed,
+    }
+    if inputs != "gold":
+        settings["inputs"] = inputs
+    return config_hash(settings)
+
+
+def _depths(task: Task) -> dict[str, int]:
+    """Subtask -> its level in the task's graph (0: no prerequisites)."""
+    depth: dict[str, int] = {}
+    for sub in task.subtasks:  # suites list a subtask after its prerequisites
+        depth[sub.id] = 1 + max((depth[dep] for dep in sub.depends_on), default=-1)
+    return depth
+
+
+def _record_row(o: Outcome, inputs_from: dict[str, str]) -> OutcomeRecord:
+    return OutcomeRecord(
+        suite=o.task.suite,
+        split=o.task.split,
+        task_id=o.task.id,
+        subtask_id=o.subtask.id,
+        skill=o.subtask.skill,
+        executor=o.executor,
+        status=o.result.status,
+        output=o.result.output,
+        error=o.result.error,
+        correct=o.correct,
+        tokens_in=o.result.tokens_in,
+        tokens_out=o.result.tokens_out,
+        latency_s=round(o.result.latency_s, 4),
+        cost_usd=o.result.cost_usd,
+        inputs_from=inputs_from,
+    )
+
+
+def _right_output(
+    pool: ExecutorPool, sub: Subtask, rows: list[OutcomeRecord]
+) -> OutcomeRecord | None:
+    """The right row a prerequisite hands on: of the executors that got it right, the one whose
+    card is likeliest to succeed on its skill (pool order breaks ties)."""
+    order = {p.name: i for i, p in enumerate(pool.profiles)}
+
+    def card(row: OutcomeRecord) -> float:
+        measured = pool.executors[row.executor].profile.capability.get(sub.skill)
+        return measured.success if measured is not None else 0.0
+
+    right = [row for row in rows if row.correct and row.status == "ok"]
+    return min(right, key=lambda row: (-card(row), order[row.executor]), default=None)
 
 
 def _rows(
@@ -58,27 +127,50 @@ def _rows(
     seed: int,
     on_row: Callable[[], None] | None,
     at_once: int,
+    inputs: Inputs = "gold",
+    kept: list[OutcomeRecord] | None = None,
 ) -> list[OutcomeRecord]:
+    """The shard's rows, level by level of each task's graph; `kept`: rows of subtasks with no
+    prerequisites already recorded (the same under either `inputs`), not called again."""
     check = subtask_checker(suite.name, suite, "its outcomes cannot be recorded")
-    return [
-        OutcomeRecord(
-            suite=suite.name,
-            split=o.task.split,
-            task_id=o.task.id,
-            subtask_id=o.subtask.id,
-            skill=o.subtask.skill,
-            executor=o.executor,
-            status=o.result.status,
-            output=o.result.output,
-            error=o.result.error,
-            correct=o.correct,
-            tokens_in=o.result.tokens_in,
-            tokens_out=o.result.tokens_out,
-            latency_s=round(o.result.latency_s, 4),
-            cost_usd=o.result.cost_usd,
-        )
-        for o in real_outcomes(pool, [(task, check) for task in tasks], seed, on_row, at_once)
-    ]
+    work = [(task, check) for task in tasks]
+    if inputs == "gold":
+        return [_record_row(o, {}) for o in real_outcomes(pool, work, seed, on_row, at_once)]
+    depths = {task.id: _depths(task) for task in tasks}
+    top = max((d for task_depths in depths.values() for d in task_depths.values()), default=0)
+    given: dict[tuple[str, str], StepResult] = {}
+    given_by: dict[tuple[str, str], str] = {}
+    rows: list[OutcomeRecord] = []
+    for level in range(top + 1):
+        todo = {(t.id, s) for t in tasks for s, d in depths[t.id].items() if d == level}
+        if level == 0 and kept:
+            level_rows = [r for r in kept if (r.task_id, r.subtask_id) in todo]
+        else:
+            outcomes = real_outcomes(pool, work, seed, on_row, at_once, given, todo)
+            level_rows = [
+                _record_row(
+                    o,
+                    {
+                        dep: given_by[o.task.id, dep]
+                        for dep in o.subtask.depends_on
+                        if (o.task.id, dep) in given_by
+                    },
+                )
+                for o in outcomes
+            ]
+        rows += level_rows
+        for task in tasks:
+            for sub in task.subtasks:
+                if depths[task.id][sub.id] != level:
+                    continue
+                mine = [r for r in level_rows if (r.task_id, r.subtask_id) == (task.id, sub.id)]
+                handed = _right_output(pool, sub, mine)
+                if handed is not None:
+                    given[task.id, sub.id] = as_result(handed)
+                    given_by[task.id, sub.id] = handed.executor
+    order = {p.name: i for i, p in enumerate(pool.profiles)}
+    position = {(t.id, s.id): (i, j) for i, t in enumerate(tasks) for j, s in enumerate(t.subtasks)}
+    return sorted(rows, key=lambda r: (order[r.executor], position[r.task_id, r.subtask_id]))
 
 
 def record(
@@ -90,21 +182,35 @@ def record(
     seed: int = 0,
     on_row: Callable[[], None] | None = None,
     at_once: int = 1,
+    inputs: Inputs = "recorded",
 ) -> tuple[Path, int]:
     """Record the first `n` tasks of `split`, `at_once` executors at a time; finished shards
-    (same settings, intact) are kept. Returns the recording's folder and how many shards this
-    call wrote."""
+    (same settings, intact) are kept. A shard recorded with gold inputs keeps its rows of
+    subtasks without prerequisites when recorded again with recorded ones. Returns the
+    recording's folder and how many shards this call wrote."""
     directory = recording_dir(out_dir, suite.name, split)
-    settings = _settings_hash(pool, suite.name, split, seed)
+    gold_settings = _settings_hash(pool, suite.name, split, seed)
     written = 0
     for shard, start in enumerate(range(0, n, SHARD_TASKS)):
+        tasks = list(suite.tasks(split, min(SHARD_TASKS, n - start), seed, start=start))
+        dependent = any(sub.depends_on for task in tasks for sub in task.subtasks)
+        mode: Inputs = inputs if dependent else "gold"
+        settings = _settings_hash(pool, suite.name, split, seed, mode)
         if finished_shard_file(directory, shard, settings) is not None:
             continue
-        tasks = list(suite.tasks(split, min(SHARD_TASKS, n - start), seed, start=start))
-        rows = _rows(pool, suite, tasks, seed, on_row, at_once)
+        kept = None
+        finished_gold = finished_shard_file(directory, shard, gold_settings)
+        if mode != "gold" and finished_gold is not None:
+            kept = list(_shard_rows(directory / finished_gold.path))
+        rows = _rows(pool, suite, tasks, seed, on_row, at_once, mode, kept)
         store_shard_file(directory, shard, shard_text(rows), settings)
         written += 1
     return directory, written
+
+
+def _shard_rows(path: Path) -> list[OutcomeRecord]:
+    with open(path, encoding="utf-8") as handle:
+        return [OutcomeRecord.model_validate_json(line) for line in handle if line.strip()]
 
 
 def as_result(row: OutcomeRecord) -> StepResult:

@@ -1,20 +1,22 @@
 """The `replay` backend: recorded outcomes served as an executor (RouterBench's method). A step
 on subtask S of task T gets what the live executor answered when `easy record` ran it on S with
-S's gold prerequisites: its output, tokens, latency, status; cost at the card's prices. So any
+right prerequisites as its inputs (a right output recorded on each, or its gold answer:
+`recording`'s `inputs`): its output, tokens, latency, status; cost at the card's prices. So any
 policy is evaluated on real outcomes offline, in virtual time, in seconds.
 
-A row stands for the inputs it was recorded with, the gold prerequisites. Where a step's
-prerequisites did not reach it right in this episode (a wrong or failed earlier result, or none
-delivered), replaying the row as it is would hand on a right answer built from inputs the step
-never had: a compound task's combining step would be right whatever its parts said. Such a step
-is wrong, as it is in the simulated world, and its output says so the way a live one would:
-  1. a row that was wrong with gold inputs stays as recorded;
+A row stands for the inputs it was recorded with, right ones. Where a step's prerequisites did
+not reach it right in this episode (a wrong or failed earlier result, or none delivered),
+replaying the row as it is would hand on a right answer built from inputs the step never had:
+a compound task's combining step would be right whatever its parts said. Such a step is wrong,
+as it is in the simulated world, and its output says so the way a live one would:
+  1. a row that was wrong with right inputs stays as recorded;
   2. otherwise the gold answers of the prerequisites that went wrong are replaced in its text by
      the answers delivered (a step that carries its inputs forward, as a combiner does);
   3. where they do not appear, another executor's wrong output on the subtask is served;
   4. where no executor got it wrong, the row stands: the one case replay cannot make wrong.
 An input counts as right only where it is a recorded output that was right, so a step served
-by 2 or 3 passes its wrongness on to the steps after it.
+by 2 or 3 passes its wrongness on to the steps after it. A right input other than the one the
+row was recorded with (another executor's right output) is taken as equivalent.
 
 What replay assumes beyond that, and a live run need not honour: an executor's outcome on a
 subtask does not depend on the plan around it (the instruction the orchestrator wrote). Tools
