@@ -133,7 +133,9 @@ def frontier_markdown(points: list[FrontierPoint], reference: str, target_cost: 
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
-        inside = p.value >= p.reference_value and p.cost_ratio <= target_cost
+        # at least the reference's quality, at no more than the target share of its cost; a
+        # policy that gets nothing right is not in it, even where the reference gets nothing
+        inside = p.value > 0 and p.value >= p.reference_value and p.cost_ratio <= target_cost
         lines.append(
             f"| {p.suite} | {p.policy} | {p.pool} | {p.n} | {p.measure} | {p.value:.3f} "
             f"({p.value_ci95[0]:.3f}-{p.value_ci95[1]:.3f}) | {p.reference_value:.3f} "
