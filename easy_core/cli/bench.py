@@ -116,9 +116,12 @@ def bench_frontier(
     )
 
     runs: dict[str, list[Path]] = {}
-    for suite, folder in (_pair("--run", item) for item in run):
+    for item in run:
+        suite, folder = _pair("--run", item, "SUITE=DIR", "--run math=results/compare")
         runs.setdefault(suite, []).append(Path(folder))
-    scores = dict(_pair("--score", item) for item in score or [])
+    scores = dict(
+        _pair("--score", item, "SUITE=SCORE", "--score math=parts") for item in score or []
+    )
     points = suite_frontier(runs, reference, scores)
     markdown = frontier_markdown(points, reference, target_cost)
     atomic_write_text(out / "frontier.md", markdown)
@@ -128,12 +131,11 @@ def bench_frontier(
     print(f"{out}/frontier.png, .md, .json")
 
 
-def _pair(option: str, item: str) -> tuple[str, str]:
+def _pair(option: str, item: str, form: str, example: str) -> tuple[str, str]:
+    """A repeated NAME=VALUE option's item split in two, or a ConfigError showing `form`."""
     name, sep, value = item.partition("=")
     if not sep or not name or not value:
-        raise ConfigError(
-            f"{option} {item!r}: write NAME=VALUE, e.g. {option} math=results/compare"
-        )
+        raise ConfigError(f"{option} {item!r}: write {form}, e.g. {example}")
     return name, value
 
 
@@ -477,7 +479,6 @@ def bench_orchestrators(
     in mean reward of the last checkpoint against the first and against each baseline, with
     its 95% interval; steps per executor, and (with the oracle baseline) the subtasks on which
     each policy picked the oracle's executor."""
-    from easy_core.core.errors import ConfigError
     from easy_core.core.storage import atomic_write_text, write_json
     from easy_core.evaluation.checkpoint_comparison import (
         choice_markdown,
@@ -488,12 +489,7 @@ def bench_orchestrators(
     )
 
     params = resolve_params(params_path)
-    models = {}
-    for item in model:
-        label, sep, path = item.partition("=")
-        if not sep or not label or not path:
-            raise ConfigError(f"--model {item!r}: write LABEL=CHECKPOINT, e.g. sft=models/sft")
-        models[label] = path
+    models = dict(_pair("--model", item, "LABEL=CHECKPOINT", "sft=models/sft") for item in model)
     names = [b for b in baselines.split(",") if b]
     with progress_bar() as progress:
         bar = progress.add_task("episodes", total=n * len(pool) * (len(models) + len(names)))

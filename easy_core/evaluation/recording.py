@@ -48,7 +48,7 @@ from easy_core.evaluation.profiling import (
     summarize_outcomes,
 )
 from easy_core.executors.pool import ExecutorPool
-from easy_core.executors.replay import read_records
+from easy_core.executors.replay import read_record_file, read_records
 from easy_core.world.suites import Suite
 
 SHARD_TASKS = 10  # tasks per shard: what a stopped recording can lose
@@ -189,28 +189,25 @@ def record(
     subtasks without prerequisites when recorded again with recorded ones. Returns the
     recording's folder and how many shards this call wrote."""
     directory = recording_dir(out_dir, suite.name, split)
+    # a suite's tasks all have prerequisites or none do; one task says which, so a finished
+    # shard is known as such without generating its tasks (a TextWorld game's are not cheap)
+    first = next(iter(suite.tasks(split, 1, seed)))
+    mode: Inputs = inputs if any(sub.depends_on for sub in first.subtasks) else "gold"
+    settings = _settings_hash(pool, suite.name, split, seed, mode)
     gold_settings = _settings_hash(pool, suite.name, split, seed)
     written = 0
     for shard, start in enumerate(range(0, n, SHARD_TASKS)):
-        tasks = list(suite.tasks(split, min(SHARD_TASKS, n - start), seed, start=start))
-        dependent = any(sub.depends_on for task in tasks for sub in task.subtasks)
-        mode: Inputs = inputs if dependent else "gold"
-        settings = _settings_hash(pool, suite.name, split, seed, mode)
         if finished_shard_file(directory, shard, settings) is not None:
             continue
         kept = None
         finished_gold = finished_shard_file(directory, shard, gold_settings)
         if mode != "gold" and finished_gold is not None:
-            kept = list(_shard_rows(directory / finished_gold.path))
+            kept = read_record_file(directory / finished_gold.path)
+        tasks = list(suite.tasks(split, min(SHARD_TASKS, n - start), seed, start=start))
         rows = _rows(pool, suite, tasks, seed, on_row, at_once, mode, kept)
         store_shard_file(directory, shard, shard_text(rows), settings)
         written += 1
     return directory, written
-
-
-def _shard_rows(path: Path) -> list[OutcomeRecord]:
-    with open(path, encoding="utf-8") as handle:
-        return [OutcomeRecord.model_validate_json(line) for line in handle if line.strip()]
 
 
 def as_result(row: OutcomeRecord) -> StepResult:

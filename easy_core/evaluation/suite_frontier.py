@@ -15,7 +15,7 @@ from typing import Any
 
 from easy_core.core.errors import ConfigError
 from easy_core.core.schemas import Trajectory
-from easy_core.core.stats import mean_interval, ratio_of_sums, wilson_interval
+from easy_core.core.stats import mean, mean_interval, ratio_of_sums, wilson_interval
 from easy_core.evaluation.paired_runs import episodes_by_task
 from easy_core.evaluation.plots import save_figure
 
@@ -113,7 +113,7 @@ def suite_frontier(
                     value_ci95=value_ci,
                     reference_value=reference_value,
                     reference_pool=next(iter(base.values())).pool,
-                    mean_cost_usd=sum(costs) / len(costs),
+                    mean_cost_usd=mean(costs),
                     cost_ratio=ratio,
                     cost_ratio_ci95=ratio_ci,
                 )

@@ -48,10 +48,13 @@ def read_records(directory: str | Path) -> Iterator[OutcomeRecord]:
             "--split SPLIT --n N --out DIR` first"
         )
     for path in shards:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    yield OutcomeRecord.model_validate_json(line)
+        yield from read_record_file(path)
+
+
+def read_record_file(path: str | Path) -> list[OutcomeRecord]:
+    """The rows of one recorded shard file."""
+    with open(path, encoding="utf-8") as handle:
+        return [OutcomeRecord.model_validate_json(line) for line in handle if line.strip()]
 
 
 @cache
