@@ -17,6 +17,7 @@ from easy_core.core.schemas import (
     StepRequest,
     StepResult,
     Task,
+    Trajectory,
 )
 from easy_core.executors.pool import ExecutorPool
 from easy_core.executors.textworld_tool import TextWorldExecutor
@@ -278,3 +279,92 @@ def test_tool_continues_the_furthest_state(train_task: Task) -> None:
 
 def test_registered_suite(params: Params) -> None:
     assert isinstance(get_suite("embodied", params), EmbodiedSuite)
+
+
+# --------------------------------------------------------------------------- recorded, replayed
+
+
+class InventoryMover(WalkthroughMover):
+    """A cheap model that never reads the game: every move is `inventory`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.profile = profile("lost", "embodied").model_copy(
+            update={
+                "capability": {"embodied": DomainCapability(success=0.5, n=100)},
+            }
+        )
+
+    async def run(self, request: StepRequest) -> StepResult:
+        result = await super().run(request)
+        return result.model_copy(update={"executor": "lost", "output": "inventory"})
+
+
+def runner_of(pool: ExecutorPool, suite: EmbodiedSuite) -> EpisodeRunner:
+    return EpisodeRunner(pool, Params(), suite.check, score=suite.score)
+
+
+def steps_by_subtask(trajectory: Trajectory) -> dict[str, StepResult]:
+    """Each subtask's first result in the episode."""
+    steps: dict[str, StepResult] = {}
+    for milestone in trajectory.milestones:
+        for result in milestone.results:
+            steps.setdefault(result.covers[0], result)
+    return steps
+
+
+def test_a_recorded_game_replays_with_the_game_played_live(
+    suite: EmbodiedSuite, test_task: Task, tmp_path: Path
+) -> None:
+    """Moves are recorded on the walkthrough's states; in replay the game tool plays whatever
+    move the episode reached, so a wrong move leaves the path and the game is lost, as live."""
+    from easy_core.evaluation.recording import profile_from_records, record, replay_agreement
+    from easy_core.executors.pool import replayed
+    from easy_core.executors.replay import read_records
+    from easy_core.policies.batch import run_episodes
+
+    pool, mover = game_pool()
+    mover.profile = mover.profile.model_copy(update={"price_in_per_1m": 1.0})
+    pool = ExecutorPool.of("movers", [pool.executors["game"], mover, InventoryMover()])
+    record(pool, suite, "test", 1, tmp_path)
+    rows = list(read_records(tmp_path))
+    k = len(test_task.metadata["walkthrough"])
+    spare = {r.subtask_id for r in rows if not r.informative}
+    assert spare == {f"a{i}" for i in range(k + 1, k + SLACK_MOVES + 1)}  # recorded, for replay
+    _, measured = profile_from_records(pool, rows)
+    counts = {(m.executor, m.domain): (m.n, m.success) for m in measured}
+    assert counts["mover", "embodied"] == (k, 1.0)  # ... never profiled
+    assert counts["lost", "embodied"] == (k, 0.0)
+
+    with pytest.raises(ConfigError, match="`live` names \\['referee'\\]"):
+        replayed(pool.config, tmp_path, live=["referee"])
+    replay_pool = ExecutorPool.from_config(replayed(pool.config, tmp_path, live=["game"]))
+    backends = {name: e.profile.backend for name, e in replay_pool.executors.items()}
+    assert backends == {"game": "tool", "mover": "replay", "lost": "replay"}
+    replay_runner = EpisodeRunner(replay_pool, Params(), suite.check, score=suite.score)
+    for policy in ("strongest", "greedy"):
+        live = run_episodes([test_task], runner_of(pool, suite), policy, 0)
+        again = run_episodes([test_task], replay_runner, policy, 0)
+        assert live[0].correct and again[0].correct
+        assert replay_agreement(policy, live, again).identical_steps == 1.0, policy
+
+    # Every move `inventory`: the game leaves the walkthrough at once, live and replayed alike.
+    live = run_episodes([test_task], runner_of(pool, suite), "cheapest", 0)
+    again = run_episodes([test_task], replay_runner, "cheapest", 0)
+    assert not live[0].correct and not again[0].correct
+    live_steps, replayed_steps = (steps_by_subtask(t) for t in (live[0], again[0]))
+    for i in range(1, k + 1):  # the walkthrough's moves, and the states the game answered
+        for sub_id in (f"a{i}", f"o{i}"):
+            assert replayed_steps[sub_id].output == live_steps[sub_id].output, sub_id
+    state = GameState.parse(replayed_steps[f"o{k}"].output)
+    assert state is not None and state.history[0] == "inventory"  # the move really played
+    # A spare move was recorded after a win, where any command passes; off the walkthrough
+    # replay does not know what the model would do, and says so (live, the move is played).
+    spare = replayed_steps[f"a{k + 1}"]
+    assert live_steps[f"a{k + 1}"].status == "ok"
+    assert spare.status == "failed" and "from the inputs this episode reached" in (
+        spare.error or ""
+    )
+    # the records' oracle reads the live tool's recorded rows too: the right mover on each move
+    oracle = run_episodes([test_task], replay_runner, "oracle", 0)
+    assert oracle[0].correct and oracle[0].end_reason == "final_answer"

@@ -24,10 +24,12 @@ def replay_benchmark(
     n: int,
     split: str = "test",
     seed: int = 0,
+    live: list[str] | None = None,
 ) -> list[tuple[ReplayAgreement, float, float]]:
-    """Per policy: the agreement, and the wall seconds of the live and the replayed runs."""
+    """Per policy: the agreement, and the wall seconds of the live and the replayed runs;
+    `live`: executors that run as themselves in the replay too (the game tool)."""
     live_pool = load_pool(pool_path, params)
-    replay_pool = ExecutorPool.from_config(replayed(live_pool.config, records))
+    replay_pool = ExecutorPool.from_config(replayed(live_pool.config, records, live=live or []))
     suite = get_suite(suite_name, params)
     tasks = list(suite.tasks(split, n, seed))
     score = getattr(suite, "score", None)

@@ -57,6 +57,13 @@ def bench_replay(
     n: Annotated[int, typer.Option(min=1, help="recorded tasks of the split, run live too")] = 5,
     split: Annotated[str, typer.Option(help="the recorded split")] = "test",
     seed: Annotated[int, typer.Option()] = 0,
+    live: Annotated[
+        str,
+        typer.Option(
+            help="comma-separated executors that run live in the replay too, as a replay pool "
+            "file's `live:` (textworld for the embodied games)"
+        ),
+    ] = "",
     params_path: ParamsOption = None,
 ) -> None:
     """Replay against live: per policy, the share of live steps replay reproduced, and success
@@ -64,8 +71,9 @@ def bench_replay(
     from easy_core.benchmarks.replay_bench import replay_benchmark, replay_markdown
 
     names = [name.strip() for name in policies.split(",") if name.strip()]
+    kept = [name.strip() for name in live.split(",") if name.strip()]
     rows = replay_benchmark(
-        resolve_params(params_path), pool, records, suite, names, n, split, seed
+        resolve_params(params_path), pool, records, suite, names, n, split, seed, kept
     )
     print(replay_markdown(rows))
 

@@ -189,6 +189,12 @@ class ReplayPool(Record):
     description: str = ""
     replays: str = Field(description="the live pool file, relative to this one")
     records: str = Field(description="the folder `easy record` wrote, relative to this file")
+    live: list[str] = Field(
+        default_factory=list,
+        description="executors that run as themselves instead of replayed: deterministic "
+        "tools whose output follows from the state the episode reached (the textworld game), "
+        "which a record made on the gold path cannot serve off it",
+    )
 
 
 class MeasuredExecutor(BaseModel):
@@ -316,6 +322,11 @@ class OutcomeRecord(BaseModel):
         default_factory=dict,
         description="prerequisite -> the executor whose recorded right output was this row's "
         "input; absent: its gold answer was",
+    )
+    informative: bool = Field(
+        default=True,
+        description="false for a subtask any answer passes (a spare move of a won game): "
+        "recorded so that replay can serve it, never counted in a profile",
     )
 
 

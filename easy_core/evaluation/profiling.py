@@ -125,12 +125,15 @@ def real_outcomes(
     at_once: int = 1,
     given: GivenInputs | None = None,
     only: Container[tuple[str, str]] | None = None,
+    spare: bool = False,
 ) -> list[Outcome]:
     """Every executor on the subtasks of the tasks in `work` (those in `only`, if given), in the
-    domains its pool entry declares, checked by the suite; `at_once` executors at a time (1:
-    CPU models would otherwise share the cores; 2 on 2 cores when each server has one thread),
-    each executor's calls concurrent up to its `max_concurrency` (a server's parallel slots, an
-    in-process model's batch). Prerequisites are gold unless `given` delivers them."""
+    domains its pool entry declares, checked by the suite; with `spare`, also the subtasks any
+    answer passes (a replay needs their rows; a profile must not count them). `at_once`
+    executors at a time (1: CPU models would otherwise share the cores; 2 on 2 cores when each
+    server has one thread), each executor's calls concurrent up to its `max_concurrency` (a
+    server's parallel slots, an in-process model's batch). Prerequisites are gold unless `given`
+    delivers them."""
     if at_once < 1:
         raise ConfigError(f"executors at once must be at least 1 (got {at_once})")
 
@@ -153,7 +156,7 @@ def real_outcomes(
                     for task, check in work
                     for sub in task.subtasks
                     if sub.skill in declared
-                    and informative(task, sub)
+                    and (spare or informative(task, sub))
                     and (only is None or (task.id, sub.id) in only)
                 )
             )

@@ -42,6 +42,7 @@ from easy_core.core.stats import mean
 from easy_core.evaluation.profiling import (
     DomainMeasurement,
     Outcome,
+    informative,
     measured_profile,
     real_outcomes,
     subtask_checker,
@@ -102,6 +103,7 @@ def _record_row(o: Outcome, inputs_from: dict[str, str]) -> OutcomeRecord:
         latency_s=round(o.result.latency_s, 4),
         cost_usd=o.result.cost_usd,
         inputs_from=inputs_from,
+        informative=informative(o.task, o.subtask),
     )
 
 
@@ -135,7 +137,9 @@ def _rows(
     check = subtask_checker(suite.name, suite, "its outcomes cannot be recorded")
     work = [(task, check) for task in tasks]
     if inputs == "gold":
-        return [_record_row(o, {}) for o in real_outcomes(pool, work, seed, on_row, at_once)]
+        return [
+            _record_row(o, {}) for o in real_outcomes(pool, work, seed, on_row, at_once, spare=True)
+        ]
     depths = {task.id: _depths(task) for task in tasks}
     top = max((d for task_depths in depths.values() for d in task_depths.values()), default=0)
     given: dict[tuple[str, str], StepResult] = {}
@@ -146,7 +150,7 @@ def _rows(
         if level == 0 and kept:
             level_rows = [r for r in kept if (r.task_id, r.subtask_id) in todo]
         else:
-            outcomes = real_outcomes(pool, work, seed, on_row, at_once, given, todo)
+            outcomes = real_outcomes(pool, work, seed, on_row, at_once, given, todo, spare=True)
             level_rows = [
                 _record_row(
                     o,
@@ -230,9 +234,9 @@ def summarize_records(
     records: list[OutcomeRecord],
 ) -> tuple[list[DomainMeasurement], dict[str, LatencyModel]]:
     """Recorded rows as profiling summarises live outcomes: success per (executor, domain),
-    a latency model per executor."""
+    a latency model per executor; rows any answer would have passed are left out."""
     return summarize_outcomes(
-        (row.executor, row.skill, row.correct, as_result(row)) for row in records
+        (row.executor, row.skill, row.correct, as_result(row)) for row in records if row.informative
     )
 
 

@@ -91,7 +91,9 @@ def load_pool_config(path: str | Path) -> PoolConfig:
     if "replays" in data:
         spec = validate_model(data, ReplayPool, str(path))
         here = Path(path).parent
-        return replayed(load_pool_config(here / spec.replays), here / spec.records, spec.name)
+        return replayed(
+            load_pool_config(here / spec.replays), here / spec.records, spec.name, spec.live
+        )
     config = validate_model(data, PoolConfig, str(path))
     if config.profile is not None:
         measured = Path(path).parent / config.profile
@@ -353,11 +355,26 @@ def load_pool(path: str | Path, params: Params) -> ExecutorPool:
     return ExecutorPool.from_config(config, load_pool_context(params))
 
 
-def replayed(config: PoolConfig, records: str | Path, name: str | None = None) -> PoolConfig:
+def replayed(
+    config: PoolConfig,
+    records: str | Path,
+    name: str | None = None,
+    live: list[str] | tuple[str, ...] = (),
+) -> PoolConfig:
     """The pool with every executor served from its recorded outcomes in `records` (the
-    `replay` backend); the cards read as the live pool's."""
+    `replay` backend), except those in `live`, which stay as they are; the cards read as the
+    live pool's."""
+    names = [profile.name for profile in config.executors]
+    unknown = sorted(set(live) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"replay of pool {config.name!r}: `live` names {unknown}, which the pool does not "
+            f"have; name some of {names}"
+        )
     executors = [
-        profile.model_copy(
+        profile
+        if profile.name in live
+        else profile.model_copy(
             update={
                 "backend": "replay",
                 "recorded_backend": profile.recorded_backend or profile.backend,

@@ -13,7 +13,11 @@ as it is in the simulated world, and its output says so the way a live one would
   2. otherwise the gold answers of the prerequisites that went wrong are replaced in its text by
      the answers delivered (a step that carries its inputs forward, as a combiner does);
   3. where they do not appear, another executor's wrong output on the subtask is served;
-  4. where no executor got it wrong, the row stands: the one case replay cannot make wrong.
+  4. where no executor got it wrong, the row stands: the one case replay cannot make wrong;
+     except a row any answer would have passed (`informative` false: a spare move recorded
+     after the game was won), which says nothing of the state the episode reached instead, so
+     the step fails as unrecorded. A game that left the walkthrough is never won back in
+     replay: a lower bound on a live player, who might recover.
 An input counts as right only where it is a recorded output that was right, so a step served
 by 2 or 3 passes its wrongness on to the steps after it. A right input other than the one the
 row was recorded with (another executor's right output) is taken as equivalent.
@@ -115,14 +119,24 @@ class ReplayExecutor:
             )
         tokens_in = sum(r.tokens_in for r in rows)
         tokens_out = sum(r.tokens_out for r in rows)
-        failed = next((r for r in rows if r.status != "ok"), None)
         right = self._delivered_right(request)
+        failed = next((r for r in rows if r.status != "ok"), None)
+        error = None if failed is None else failed.error
+        unknown = next(
+            (r for r in rows if not r.informative and self._wrong(request, r, right)), None
+        )
+        if unknown is not None:
+            error = (
+                f"no recorded outcome of {self.profile.name} on {request.task.id}/"
+                f"{unknown.subtask_id} from the inputs this episode reached: its row was "
+                "recorded where any answer passes, from other inputs"
+            )
         return StepResult(
             step_id=request.step_id,
             executor=self.profile.name,
-            status="ok" if failed is None else "failed",
-            output="\n".join(self._output(request, row, right) for row in rows),
-            error=None if failed is None else failed.error,
+            status="ok" if error is None else "failed",
+            output="" if unknown else "\n".join(self._output(request, row, right) for row in rows),
+            error=error,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost_usd=self.profile.cost_usd(tokens_in, tokens_out),
@@ -147,11 +161,18 @@ class ReplayExecutor:
                 right[sub_id] = as_recorded and row is not None and row.correct
         return right
 
+    @staticmethod
+    def _wrong(request: StepRequest, row: OutcomeRecord, right: dict[str, bool]) -> list[str]:
+        """The row's prerequisites that did not reach this step right."""
+        return [
+            p for p in request.task.subtask(row.subtask_id).depends_on if not right.get(p, False)
+        ]
+
     def _output(self, request: StepRequest, row: OutcomeRecord, right: dict[str, bool]) -> str:
         """The row's output, or what this step answers from the wrong inputs it had (the
         module's rules 1-4)."""
         task = request.task
-        wrong = [p for p in task.subtask(row.subtask_id).depends_on if not right.get(p, False)]
+        wrong = self._wrong(request, row, right)
         if not wrong or not row.correct:
             return row.output
         delivered = {

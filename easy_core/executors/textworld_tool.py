@@ -40,16 +40,20 @@ class TextWorldExecutor:
         import_textworld()  # pay the ~1 s import when the pool is built, not in a timed step
 
     async def run(self, request: StepRequest) -> StepResult:
+        if isinstance(asyncio.get_running_loop(), VirtualTimeLoop):
+            # Virtual time would jump to the step's timeout while a thread works; the
+            # replay is a few milliseconds of CPU, so run it on the loop instead.
+            return self.simulate(request)
+        return await asyncio.to_thread(self.simulate, request)
+
+    def simulate(self, request: StepRequest) -> StepResult:
+        """The move, played synchronously: the tool is deterministic and takes milliseconds, so
+        an episode whose other executors are replayed can run on the virtual clock."""
         started = time.monotonic()
         command = ""
         try:
             game_file, history, command = self._move(request)
-            if isinstance(asyncio.get_running_loop(), VirtualTimeLoop):
-                # Virtual time would jump to the step's timeout while a thread works; the
-                # replay is a few milliseconds of CPU, so run it on the loop instead.
-                state = replay(game_file, [*history, command])
-            else:
-                state = await asyncio.to_thread(replay, game_file, [*history, command])
+            state = replay(game_file, [*history, command])
             status, output, error = "ok", state.render(), None
         except TextWorldError as exc:
             status, output, error = "failed", "", str(exc)

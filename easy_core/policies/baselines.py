@@ -241,13 +241,32 @@ def _tried_executors(state: EpisodeState) -> dict[str, list[str]]:
 
 
 class _SingleExecutorPolicy(SubtaskPolicy):
-    """Uses one executor for every step of a task, chosen once per task."""
+    """Uses one executor for every step of a task, chosen once per task. A step whose skill
+    that executor does not declare (a game move's state for a model, a move for the game tool)
+    goes to the executor the same rule picks among those that declare the skill, so "always
+    the strongest model" still hands the game's steps to the game."""
 
     def chooser(self, state: EpisodeState) -> Callable[[Subtask], str]:
-        name = self.pick(state).name
-        return lambda sub: name
+        subs = state.task.subtasks
+        primary = self.pick(state, self.candidates(state), subs)
+        by_skill: dict[str, str] = {}
 
-    def pick(self, state: EpisodeState) -> ExecutorProfile:
+        def choose(sub: Subtask) -> str:
+            if sub.skill in primary.capability:
+                return primary.name
+            if sub.skill not in by_skill:
+                declaring = [p for p in state.pool.profiles if sub.skill in p.capability]
+                same_skill = [s for s in subs if s.skill == sub.skill]
+                by_skill[sub.skill] = (
+                    self.pick(state, declaring, same_skill).name if declaring else primary.name
+                )
+            return by_skill[sub.skill]
+
+        return choose
+
+    def pick(
+        self, state: EpisodeState, candidates: list[ExecutorProfile], subs: list[Subtask]
+    ) -> ExecutorProfile:
         raise NotImplementedError
 
     @staticmethod
@@ -262,11 +281,12 @@ class _SingleExecutorPolicy(SubtaskPolicy):
 class StrongestPolicy(_SingleExecutorPolicy):
     name = "strongest"
 
-    def pick(self, state: EpisodeState) -> ExecutorProfile:
+    def pick(
+        self, state: EpisodeState, candidates: list[ExecutorProfile], subs: list[Subtask]
+    ) -> ExecutorProfile:
         table = estimates(state)
-        subs = state.task.subtasks
         return max(
-            self.candidates(state),
+            candidates,
             key=lambda p: (
                 sum(table.by_name(s.id)[p.name].success for s in subs),
                 -sum(table.by_name(s.id)[p.name].cost for s in subs),
@@ -277,10 +297,10 @@ class StrongestPolicy(_SingleExecutorPolicy):
 class CheapestPolicy(_SingleExecutorPolicy):
     name = "cheapest"
 
-    def pick(self, state: EpisodeState) -> ExecutorProfile:
+    def pick(
+        self, state: EpisodeState, candidates: list[ExecutorProfile], subs: list[Subtask]
+    ) -> ExecutorProfile:
         table = estimates(state)
-        subs = state.task.subtasks
-        candidates = self.candidates(state)
         useful = [
             p
             for p in candidates

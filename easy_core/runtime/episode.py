@@ -76,9 +76,21 @@ class EpisodeRunner:
         inner = [getattr(e, "inner", e) for e in pool.executors.values()]
         simulated = bool(inner) and all(isinstance(e, SimExecutor) for e in inner)
         self._world = inner[0].world if simulated else None  # type: ignore[attr-defined]
-        # or the recording, where every executor replays one
-        replayed = bool(inner) and all(isinstance(e, ReplayExecutor) for e in inner)
-        self._replays = dict(zip(pool.executors, inner, strict=True)) if replayed else None
+        # or the recording, where every executor replays one or is a tool the replay pool keeps
+        # live (the game): its rows are in the same recording, read through a replayed one
+        replays = [e for e in inner if isinstance(e, ReplayExecutor)]
+        replayed = bool(replays) and all(
+            isinstance(e, ReplayExecutor) or e.profile.backend == "tool"  # type: ignore[attr-defined]
+            for e in inner
+        )
+        self._replays = (
+            {
+                name: e if isinstance(e, ReplayExecutor) else replays[0]
+                for name, e in zip(pool.executors, inner, strict=True)
+            }
+            if replayed
+            else None
+        )
         self._profiles = {  # the world's own profiles (a card may be a measurement of them)
             name: getattr(getattr(e, "inner", e), "truth", e.profile)
             for name, e in pool.executors.items()

@@ -111,7 +111,8 @@ class OutcomeOracle:
 class RecordedOutcomeOracle:
     """Whether an executor got a subtask of this task right when its outcomes were recorded
     (`easy record`): the oracle of a replayed pool. Built by the episode loop for privileged
-    policies only, when every executor of the pool replays a recording."""
+    policies only, when every executor of the pool replays a recording or is a tool the replay
+    keeps live (whose recorded rows are in the same recording)."""
 
     task: Task
     replays: dict[str, ReplayExecutor]
