@@ -341,7 +341,7 @@ def test_a_recorded_game_replays_with_the_game_played_live(
     replay_pool = ExecutorPool.from_config(replayed(pool.config, tmp_path, live=["game"]))
     backends = {name: e.profile.backend for name, e in replay_pool.executors.items()}
     assert backends == {"game": "tool", "mover": "replay", "lost": "replay"}
-    replay_runner = EpisodeRunner(replay_pool, Params(), suite.check, score=suite.score)
+    replay_runner = runner_of(replay_pool, suite)
     for policy in ("strongest", "greedy"):
         live = run_episodes([test_task], runner_of(pool, suite), policy, 0)
         again = run_episodes([test_task], replay_runner, policy, 0)

@@ -95,6 +95,11 @@ def global_options(
     _overrides[:] = assignments or []
 
 
+def comma_list(text: str) -> list[str]:
+    """A comma-separated option's names, stripped, empty ones dropped."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def resolve_params(path: Path | None, shorthands: dict[str, Any] | None = None):
     """The params file with the --set overrides, then a command's own options for single
     fields (`shorthands`: dotted field -> value, None where the option was not given)."""

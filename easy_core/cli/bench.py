@@ -12,6 +12,7 @@ from rich.table import Table
 from easy_core.cli.app import (
     ParamsOption,
     bench_app,
+    comma_list,
     metrics_table,
     out,
     progress_bar,
@@ -70,8 +71,8 @@ def bench_replay(
     live and replayed, on the same tasks."""
     from easy_core.benchmarks.replay_bench import replay_benchmark, replay_markdown
 
-    names = [name.strip() for name in policies.split(",") if name.strip()]
-    kept = [name.strip() for name in live.split(",") if name.strip()]
+    names = comma_list(policies)
+    kept = comma_list(live)
     rows = replay_benchmark(
         resolve_params(params_path), pool, records, suite, names, n, split, seed, kept
     )
@@ -344,7 +345,7 @@ def bench_serve(
     from easy_core.benchmarks.serve_bench import serve_benchmark, serve_markdown
     from easy_core.runtime.dispatcher import RULES
 
-    names = [name.strip() for name in releases.split(",") if name.strip()]
+    names = comma_list(releases)
     unknown = sorted(set(names) - set(RULES))
     if unknown:
         raise ConfigError(f"unknown release rule {unknown[0]!r}; known: {', '.join(RULES)}")
@@ -360,7 +361,7 @@ def bench_serve(
         suite,
         time_limit,
         server_set or (),
-        [Path(p.strip()) for p in server_logs.split(",") if p.strip()],
+        [Path(p) for p in comma_list(server_logs)],
     )
     print(serve_markdown(rows), end="")
 

@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
-from easy_core.cli.app import ParamsOption, app, out, progress_bar, resolve_params, user_errors
+from easy_core.cli.app import (
+    ParamsOption,
+    app,
+    comma_list,
+    out,
+    progress_bar,
+    resolve_params,
+    user_errors,
+)
 
 
 @app.command("rollouts")
@@ -49,7 +57,7 @@ def traces_command(
     DAG position, decision features) of policies on sim tasks, as parquet."""
     from easy_core.learning.traces import collect_traces, write_traces
 
-    names = [name.strip() for name in policies.split(",") if name.strip()]
+    names = comma_list(policies)
     rows = collect_traces(resolve_params(params_path), pool, names, n, seed, split)
     write_traces(out_file, rows)
     out.print(f"{len(rows)} trace rows in {out_file}")

@@ -11,6 +11,7 @@ from rich.table import Table
 from easy_core.cli.app import (
     ParamsOption,
     app,
+    comma_list,
     metrics_table,
     out,
     progress_bar,
@@ -75,7 +76,7 @@ def pool_and_suites(pool: Path, suites: str, params: Any) -> tuple[Any, list[tup
     from easy_core.executors.pool import load_pool
     from easy_core.world.suites import get_suite
 
-    names = [name.strip() for name in suites.split(",") if name.strip()]
+    names = comma_list(suites)
     chosen = [(name, get_suite(name, params)) for name in names]  # unknown names fail first
     return load_pool(pool, params), chosen
 
@@ -304,7 +305,7 @@ def compare_command(
     in OUT/episodes/POLICY (run again, finished shards are reused)."""
     from easy_core.evaluation.policy_comparison import compare, targets_markdown, write_comparison
 
-    names = [name.strip() for name in policies.split(",") if name.strip()]
+    names = comma_list(policies)
     params = resolve_params(params_path)
     rows = compare(params, suite, pool, names, n, seed, split, out_dir / "episodes")
     try:
