@@ -5,6 +5,7 @@ the `replay` backend gives a policy the same steps a live run gives it, offline.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -368,3 +369,75 @@ def test_a_recording_hands_each_step_the_right_outputs_recorded_before_it(tmp_pa
     math_pool, _ = live_pool()
     record(math_pool, MathSuite(), "train", 3, tmp_path / "m", inputs="gold")
     assert record(math_pool, MathSuite(), "train", 3, tmp_path / "m")[1] == 0
+
+
+def test_replay_has_no_right_outcome_for_a_question_the_step_did_not_ask(
+    tmp_path: Path, params: Params
+) -> None:
+    """A row stands for the question it was recorded with. On a task of several subtasks, a
+    step that keeps its subtask's numbers in other words gets the recorded row; one that asks
+    another part's question gets an output recorded wrong on its subtask, or fails as
+    unrecorded where none was, never the recorded right answer (live, the executor answers
+    what it was asked). On a task of one subtask every step is shown its question in the
+    task, whatever its instruction says."""
+    from easy_core.core.schemas import OutcomeRecord
+    from easy_core.executors.replay import ReplayExecutor, missing_numbers
+    from easy_core.world.suites.compound_math import CompoundMathSuite
+
+    suite = CompoundMathSuite()
+    task = next(iter(suite.tasks("test", 1, 0)))
+    first, second = task.subtasks[:2]
+    assert missing_numbers(second.instruction, first) and missing_numbers(first.instruction, second)
+
+    def row(executor: str, sub_id: str, output: str, correct: bool) -> str:
+        return OutcomeRecord(
+            suite=suite.name, split="test", task_id=task.id, subtask_id=sub_id,
+            skill=task.subtask(sub_id).skill, executor=executor, status="ok", output=output,
+            correct=correct, tokens_in=10, tokens_out=5, latency_s=0.1, cost_usd=0.0,
+        ).model_dump_json()  # fmt: skip
+
+    rows = [row("big", sub.id, f"Answer: {sub.gold}", True) for sub in (first, second)]
+    rows.append(row("small", first.id, "Answer: 0.5", False))  # only the first has a wrong row
+    single = next(iter(MathSuite().tasks("test", 1, 0)))  # one subtask: the task is its question
+    [only] = single.subtasks
+    rows.append(
+        OutcomeRecord(
+            suite="math",
+            split="test",
+            task_id=single.id,
+            subtask_id=only.id,
+            skill=only.skill,
+            executor="big",
+            status="ok",
+            output=f"Answer: {only.gold}",
+            correct=True,
+            tokens_in=10,
+            tokens_out=5,
+            latency_s=0.1,
+            cost_usd=0.0,
+        ).model_dump_json()  # fmt: skip
+    )
+    (tmp_path / "shard-00000.jsonl").write_text("\n".join(rows) + "\n")
+    pool, _ = live_pool()
+    big = ReplayExecutor(replayed(pool.config, tmp_path).executors[0])
+
+    def ask(sub_id: str, instruction: str) -> StepResult:
+        return big.simulate(
+            StepRequest(step_id="s", instruction=instruction, task=task, covers=(sub_id,))
+        )
+
+    reworded = "Work this out: " + " ".join(re.findall(r"\d+(?:\.\d+)?", first.instruction))
+    for instruction in (first.instruction, reworded):
+        asked = ask(first.id, instruction)
+        assert (asked.status, asked.output) == ("ok", f"Answer: {first.gold}")
+    other = ask(first.id, second.instruction)
+    assert (other.status, other.output) == ("ok", "Answer: 0.5")
+    lone = ask(second.id, first.instruction)
+    assert lone.status == "failed" and lone.output == ""
+    worded = big.simulate(
+        StepRequest(step_id="s", instruction="Solve it.", task=single, covers=(only.id,))
+    )
+    assert (worded.status, worded.output) == ("ok", f"Answer: {only.gold}")
+    assert "leaves out" in (lone.error or "") and missing_numbers(first.instruction, second)[0] in (
+        lone.error or ""
+    )

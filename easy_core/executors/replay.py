@@ -22,22 +22,38 @@ An input counts as right only where it is a recorded output that was right, so a
 by 2 or 3 passes its wrongness on to the steps after it. A right input other than the one the
 row was recorded with (another executor's right output) is taken as equivalent.
 
+A row also stands for the question it was recorded with: the subtask's own instruction. An
+orchestrator writes its own, and a live executor answers what it was asked. Every step is shown
+the whole task, so on a task of one subtask it still sees the question; on a task of several
+(a compound task's parts), a step whose instruction leaves out a number of its subtask's
+question (a part's operands, a problem's quantities) asked something else, and replay has no
+outcome for it: it is served as a wrong step is (rule 3 above, else failed as unrecorded),
+never as the recorded right one. Numbers are what this can check; a question without them (a
+research hop, a game move) is taken as asked.
+
 What replay assumes beyond that, and a live run need not honour: an executor's outcome on a
-subtask does not depend on the plan around it (the instruction the orchestrator wrote). Tools
-that run what the orchestrator wrote (the python tool) are replayed on the subtask's own
-instruction. The agreement of replayed and live runs is measured (docs/BENCHMARKS.md,
-"Recorded outcomes").
+subtask does not depend on the wording of an instruction that keeps its question's numbers, or
+on the plan around it. Tools that run what the orchestrator wrote (the python tool) are
+replayed on the subtask's own instruction. The agreement of replayed and live runs is measured
+(docs/BENCHMARKS.md, "Recorded outcomes").
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
 from easy_core.core.errors import ConfigError
-from easy_core.core.schemas import ExecutorProfile, OutcomeRecord, StepRequest, StepResult
+from easy_core.core.schemas import (
+    ExecutorProfile,
+    OutcomeRecord,
+    StepRequest,
+    StepResult,
+    Subtask,
+)
 from easy_core.executors.base import run_simulated
 from easy_core.world.suites.answers import final_line
 
@@ -59,6 +75,16 @@ def read_record_file(path: str | Path) -> list[OutcomeRecord]:
     """The rows of one recorded shard file."""
     with open(path, encoding="utf-8") as handle:
         return [OutcomeRecord.model_validate_json(line) for line in handle if line.strip()]
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")  # not the 1 of an id such as m1 or r1
+
+
+def missing_numbers(instruction: str, subtask: Subtask) -> list[str]:
+    """The numbers of the subtask's own question (its instruction, as recorded) that a step's
+    `instruction` leaves out, each as often as it is missing."""
+    missing = Counter(_NUMBER.findall(subtask.instruction)) - Counter(_NUMBER.findall(instruction))
+    return sorted(missing.elements())
 
 
 @cache
@@ -131,11 +157,21 @@ class ReplayExecutor:
                 f"{unknown.subtask_id} from the inputs this episode reached: its row was "
                 "recorded where any answer passes, from other inputs"
             )
+        outputs = [self._output(request, row, right) for row in rows]
+        unasked = next((row for row, out in zip(rows, outputs, strict=True) if out is None), None)
+        if unasked is not None and error is None:
+            missing = missing_numbers(request.instruction, request.task.subtask(unasked.subtask_id))
+            error = (
+                f"no recorded outcome of {self.profile.name} on {request.task.id}/"
+                f"{unasked.subtask_id} for what this step asked: its instruction leaves out "
+                f"{', '.join(missing)} of the subtask's question, and no executor was recorded "
+                "wrong on it"
+            )
         return StepResult(
             step_id=request.step_id,
             executor=self.profile.name,
             status="ok" if error is None else "failed",
-            output="" if unknown else "\n".join(self._output(request, row, right) for row in rows),
+            output="" if unknown or unasked else "\n".join(out or "" for out in outputs),
             error=error,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
@@ -168,28 +204,39 @@ class ReplayExecutor:
             p for p in request.task.subtask(row.subtask_id).depends_on if not right.get(p, False)
         ]
 
-    def _output(self, request: StepRequest, row: OutcomeRecord, right: dict[str, bool]) -> str:
-        """The row's output, or what this step answers from the wrong inputs it had (the
-        module's rules 1-4)."""
+    def _output(
+        self, request: StepRequest, row: OutcomeRecord, right: dict[str, bool]
+    ) -> str | None:
+        """The row's output, or what this step answers from the wrong inputs it had or the other
+        question it asked (the module's rules); None where replay has no outcome for it."""
         task = request.task
         wrong = self._wrong(request, row, right)
-        if not wrong or not row.correct:
+        unasked = (  # one subtask: the task every step is shown is its question
+            missing_numbers(request.instruction, task.subtask(row.subtask_id))
+            if len(task.subtasks) > 1
+            else []
+        )
+        if not row.correct or not (wrong or unasked):
             return row.output
-        delivered = {
-            sub_id: final_line(result.output)
-            for result in request.inputs
-            for sub_id in result.covers
-        }
-        text = row.output
-        for prereq in wrong:
-            gold, answer = task.subtask(prereq).gold, delivered.get(prereq)
-            if gold and answer is not None:
-                pattern = rf"(?<![\w.]){re.escape(gold)}(?![\w.])"
-                text = re.sub(pattern, lambda _, given=answer: given, text)
-        if text != row.output:
-            return text
+        if not unasked:
+            delivered = {
+                sub_id: final_line(result.output)
+                for result in request.inputs
+                for sub_id in result.covers
+            }
+            text = row.output
+            for prereq in wrong:
+                gold, answer = task.subtask(prereq).gold, delivered.get(prereq)
+                if gold and answer is not None:
+                    pattern = rf"(?<![\w.]){re.escape(gold)}(?![\w.])"
+                    text = re.sub(pattern, lambda _, given=answer: given, text)
+            if text != row.output:
+                return text
         others = _wrong_outputs(str(Path(self.profile.records).resolve()))
-        return next(iter(others.get((task.id, row.subtask_id), [])), row.output)
+        served = next(iter(others.get((task.id, row.subtask_id), [])), None)
+        if served is None and not unasked:
+            return row.output  # rule 4: the one case replay cannot make wrong
+        return served
 
     async def run(self, request: StepRequest) -> StepResult:
         return await run_simulated(self.simulate, request)
