@@ -22,14 +22,14 @@ An input counts as right only where it is a recorded output that was right, so a
 by 2 or 3 passes its wrongness on to the steps after it. A right input other than the one the
 row was recorded with (another executor's right output) is taken as equivalent.
 
-A row also stands for the question it was recorded with: the subtask's own instruction. An
-orchestrator writes its own, and a live executor answers what it was asked. Every step is shown
-the whole task, so on a task of one subtask it still sees the question; on a task of several
-(a compound task's parts), a step whose instruction leaves out a number of its subtask's
-question (a part's operands, a problem's quantities) asked something else, and replay has no
-outcome for it: it is served as a wrong step is (rule 3 above, else failed as unrecorded),
-never as the recorded right one. Numbers are what this can check; a question without them (a
-research hop, a game move) is taken as asked.
+A row also stands for the question it was recorded with: the subtask's own instruction, with
+its answer format. An orchestrator writes its own, and a live executor answers what it was
+asked, even though every step is also shown the whole task. A step whose instruction leaves
+out a number of its subtask's question (a part's operands, a problem's quantities) asked
+something else, and replay has no outcome for it: it is served as a wrong step is (rule 3
+above, else failed as unrecorded), never as the recorded right one. So replay stays a lower
+bound here too. Numbers are what this can check; a question without them (a research hop, a
+game move) is taken as asked.
 
 What replay assumes beyond that, and a live run need not honour: an executor's outcome on a
 subtask does not depend on the wording of an instruction that keeps its question's numbers, or
@@ -211,11 +211,7 @@ class ReplayExecutor:
         question it asked (the module's rules); None where replay has no outcome for it."""
         task = request.task
         wrong = self._wrong(request, row, right)
-        unasked = (  # one subtask: the task every step is shown is its question
-            missing_numbers(request.instruction, task.subtask(row.subtask_id))
-            if len(task.subtasks) > 1
-            else []
-        )
+        unasked = missing_numbers(request.instruction, task.subtask(row.subtask_id))
         if not row.correct or not (wrong or unasked):
             return row.output
         if not unasked:
