@@ -340,8 +340,8 @@ def test_bench_paired_compares_two_runs_task_by_task_and_refuses_other_tasks(tmp
 
 def test_bench_frontier_measures_each_policy_against_the_reference_on_its_own_tasks(tmp_path):
     """`easy bench frontier`: each point's cost ratio and success agree with the runs' own
-    summaries; a run the reference did not cover, a missing reference and an unknown graded
-    score each exit 2."""
+    summaries; a policy run twice on the same tasks is one point; a run the reference did not
+    cover, a missing reference and an unknown graded score each exit 2."""
     ran = easy("compare", "--pool", str(SIM_DEFAULT), "--policies", "strongest,cheapest,random",
                "--n", "30", "--out", str(tmp_path / "a"))  # fmt: skip
     assert ran.returncode == 0, ran.stderr
@@ -362,6 +362,10 @@ def test_bench_frontier_measures_each_policy_against_the_reference_on_its_own_ta
         assert points[policy]["reference_value"] == pytest.approx(strongest["success_rate"])
     assert points["strongest"]["cost_ratio"] == pytest.approx(1.0)
     assert (tmp_path / "f" / "frontier.png").stat().st_size > 10_000
+    twice = easy("bench", "frontier", "--run", f"sim={tmp_path / 'a'}", "--run",
+                 f"sim={tmp_path / 'a'}", "--out", str(tmp_path / "h"))  # fmt: skip
+    assert twice.returncode == 0, twice.stderr
+    assert len(json.loads((tmp_path / "h" / "frontier.json").read_text())) == len(points)
 
     more = easy("compare", "--pool", str(SIM_DEFAULT), "--policies", "cheapest", "--n", "40",
                 "--out", str(tmp_path / "b"))  # fmt: skip

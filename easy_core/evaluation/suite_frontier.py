@@ -91,10 +91,16 @@ def suite_frontier(
     points = []
     for suite, run_dirs in runs.items():
         policy_runs = _policy_runs(run_dirs)
+        drawn = set()
         for run in policy_runs:
             base = _reference(suite, policy_runs, reference, run)
             tasks = sorted(run)
             episodes = [run[task] for task in tasks]
+            # a policy run again beside another (the baselines of a checkpoint's run) is one point
+            key = (episodes[0].policy, episodes[0].pool, tuple(tasks))
+            if key in drawn:
+                continue
+            drawn.add(key)
             value, value_ci = _quality(episodes, scores.get(suite))
             reference_value, _ = _quality([base[task] for task in tasks], scores.get(suite))
             costs = [episode.metrics.cost_usd for episode in episodes]

@@ -214,7 +214,7 @@ class ReplayExecutor:
         unasked = missing_numbers(request.instruction, task.subtask(row.subtask_id))
         if not row.correct or not (wrong or unasked):
             return row.output
-        if not unasked:
+        if wrong:  # what it combines reached it wrong, whatever it was asked: rule 2 first
             delivered = {
                 sub_id: final_line(result.output)
                 for result in request.inputs
