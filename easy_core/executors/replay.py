@@ -26,10 +26,9 @@ A row also stands for the question it was recorded with: the subtask's own instr
 its answer format. An orchestrator writes its own, and a live executor answers what it was
 asked, even though every step is also shown the whole task. A step whose instruction leaves
 out a number of its subtask's question (a part's operands, a problem's quantities) asked
-something else, and replay has no outcome for it: it is served as a wrong step is (rule 3
-above, else failed as unrecorded), never as the recorded right one. So replay stays a lower
-bound here too. Numbers are what this can check; a question without them (a research hop, a
-game move) is taken as asked.
+something else, and replay has no outcome for it: it is served as a wrong step is (rule 2 or
+3 above, else failed as unrecorded), never as the recorded right one. Numbers are what this
+can check; a question without them (a research hop, a game move) is taken as asked.
 
 What replay assumes beyond that, and a live run need not honour: an executor's outcome on a
 subtask does not depend on the wording of an instruction that keeps its question's numbers, or
