@@ -16,8 +16,10 @@ from easy_core.core.schemas import (
     DomainCapability,
     ExecutorProfile,
     LatencyModel,
+    OutcomeRecord,
     StepRequest,
     StepResult,
+    Task,
 )
 from easy_core.evaluation.recording import (
     SHARD_TASKS,
@@ -242,6 +244,15 @@ class Combines(Knows):
         )
 
 
+def recorded_row(task: Task, executor: str, sub_id: str, output: str, correct: bool) -> str:
+    """One recorded test-split row of `executor` on a subtask of `task`, as a shard line."""
+    return OutcomeRecord(
+        suite=task.suite, split="test", task_id=task.id, subtask_id=sub_id,
+        skill=task.subtask(sub_id).skill, executor=executor, status="ok", output=output,
+        correct=correct, tokens_in=10, tokens_out=5, latency_s=0.1, cost_usd=0.0,
+    ).model_dump_json()  # fmt: skip
+
+
 def test_replay_passes_a_wrong_part_on_to_the_step_that_combines_it(
     tmp_path: Path, params: Params
 ) -> None:
@@ -279,7 +290,6 @@ def test_replay_serves_a_wrong_output_where_the_gold_inputs_do_not_show(
     """A combining step whose recorded text does not quote its inputs cannot have the wrong
     ones put in: after a wrong part it gets an output another executor was recorded wrong with,
     never its own right one."""
-    from easy_core.core.schemas import OutcomeRecord
     from easy_core.world.suites.compound_math import CompoundMathSuite
 
     suite = CompoundMathSuite()
@@ -289,17 +299,10 @@ def test_replay_serves_a_wrong_output_where_the_gold_inputs_do_not_show(
         profile.capability["writing"] = DomainCapability(success=0.5, n=0)
     sink = task.subtasks[-1]
 
-    def row(executor: str, sub_id: str, output: str, correct: bool) -> str:
-        return OutcomeRecord(
-            suite=suite.name, split="test", task_id=task.id, subtask_id=sub_id,
-            skill=task.subtask(sub_id).skill, executor=executor, status="ok", output=output,
-            correct=correct, tokens_in=10, tokens_out=5, latency_s=0.1, cost_usd=0.0,
-        ).model_dump_json()  # fmt: skip
-
-    rows = [row(name, sub.id, f"Answer: {sub.gold}", name == "small")
+    rows = [recorded_row(task, name, sub.id, f"Answer: {sub.gold}", name == "small")
             for sub in task.subtasks[:-1] for name in ("big", "small")]  # fmt: skip
-    rows += [row("big", sink.id, "Combined as asked.", True),
-             row("small", sink.id, "Answer: no idea", False)]  # fmt: skip
+    rows += [recorded_row(task, "big", sink.id, "Combined as asked.", True),
+             recorded_row(task, "small", sink.id, "Answer: no idea", False)]  # fmt: skip
     (tmp_path / "shard-00000.jsonl").write_text("\n".join(rows) + "\n")
     replay = ExecutorPool.from_config(replayed(pool.config, tmp_path))
     [trajectory] = run_episodes([task], EpisodeRunner(replay, params, suite.check), "strongest", 0)
@@ -326,7 +329,6 @@ def test_a_recording_hands_each_step_the_right_outputs_recorded_before_it(tmp_pa
     says so; recording a gold-input shard again calls the executors on the combining steps
     only, keeping the parts' rows; a suite without prerequisites records the same rows either
     way."""
-    from easy_core.core.schemas import OutcomeRecord
     from easy_core.world.suites.compound_math import CompoundMathSuite
 
     suite = CompoundMathSuite()
@@ -378,7 +380,6 @@ def test_replay_has_no_right_outcome_for_a_question_the_step_did_not_ask(
     numbers in other words gets the recorded row; one that asks another part's question gets
     an output recorded wrong on its subtask, or fails as unrecorded where none was, never the
     recorded right answer (live, the executor answers what it was asked)."""
-    from easy_core.core.schemas import OutcomeRecord
     from easy_core.executors.replay import ReplayExecutor, missing_numbers
     from easy_core.world.suites.compound_math import CompoundMathSuite
 
@@ -387,15 +388,11 @@ def test_replay_has_no_right_outcome_for_a_question_the_step_did_not_ask(
     first, second = task.subtasks[:2]
     assert missing_numbers(second.instruction, first) and missing_numbers(first.instruction, second)
 
-    def row(executor: str, sub_id: str, output: str, correct: bool) -> str:
-        return OutcomeRecord(
-            suite=suite.name, split="test", task_id=task.id, subtask_id=sub_id,
-            skill=task.subtask(sub_id).skill, executor=executor, status="ok", output=output,
-            correct=correct, tokens_in=10, tokens_out=5, latency_s=0.1, cost_usd=0.0,
-        ).model_dump_json()  # fmt: skip
-
-    rows = [row("big", sub.id, f"Answer: {sub.gold}", True) for sub in (first, second)]
-    rows.append(row("small", first.id, "Answer: 0.5", False))  # only the first has a wrong row
+    rows = [
+        recorded_row(task, "big", sub.id, f"Answer: {sub.gold}", True) for sub in (first, second)
+    ]
+    # only the first has a wrong row
+    rows.append(recorded_row(task, "small", first.id, "Answer: 0.5", False))
     (tmp_path / "shard-00000.jsonl").write_text("\n".join(rows) + "\n")
     pool, _ = live_pool()
     big = ReplayExecutor(replayed(pool.config, tmp_path).executors[0])
