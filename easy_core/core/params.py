@@ -613,6 +613,13 @@ class OrchestratorParams(_Section):
         "it (what greedy reads), so that choosing is copying a name from one line; a "
         "checkpoint is used with the prompt it was trained on (its easy-contract.json)",
     )
+    ask_covered_questions: bool = Field(
+        True,
+        description="a model step that covers one declared subtask is asked that subtask's own "
+        "question from the task, not the orchestrator's copy of it (tools, steps covering "
+        "several subtasks and the sim suite keep what the orchestrator wrote; "
+        "`policies/covered_questions.py`)",
+    )
     executor_levels: bool = Field(
         False,
         description="a step's executor slot holds the expected success the step needs "

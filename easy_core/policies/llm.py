@@ -36,6 +36,7 @@ from easy_core.plans.structured import (
     without_string_rules,
 )
 from easy_core.plans.validation import parse_plan
+from easy_core.policies.covered_questions import ask_covered_questions, has_questions
 from easy_core.policies.levels import resolve_levels
 from easy_core.runtime.policy import EpisodeState
 
@@ -285,7 +286,9 @@ def record_answer(state: EpisodeState, text: str, tokens: int) -> str | Plan:
     """Counts the answer's tokens in the episode's `orchestrator_tokens`. An answer that used
     every token orchestrator.max_new_tokens allows and is not JSON was cut off: a PlanParseError
     that says so (a repair turn, then an `invalid_plan` end naming the setting to raise). With
-    `orchestrator.executor_levels` the answer's levels become executors (`levels.py`)."""
+    `orchestrator.executor_levels` the answer's levels become executors (`levels.py`); with
+    `orchestrator.ask_covered_questions` a model step that covers one declared subtask asks
+    that subtask's own question (`covered_questions.py`)."""
     state.scratch["orchestrator_tokens"] = state.scratch.get("orchestrator_tokens", 0) + tokens
     cap = state.params.orchestrator.max_new_tokens
     if tokens >= cap:
@@ -296,7 +299,12 @@ def record_answer(state: EpisodeState, text: str, tokens: int) -> str | Plan:
                 f"the answer reached orchestrator.max_new_tokens ({cap}) before its JSON "
                 "ended; a plan of many steps needs a larger orchestrator.max_new_tokens"
             ) from None
-    if state.params.orchestrator.executor_levels:
+    settings, task, profiles = state.params.orchestrator, state.task, state.pool.profiles
+    if settings.executor_levels:
         slope = state.params.capability.difficulty_slope
-        return resolve_levels(parse_plan(text), state.task, state.pool.profiles, slope)
-    return text
+        plan = resolve_levels(parse_plan(text), task, profiles, slope)
+    elif settings.ask_covered_questions and has_questions(task):
+        plan = parse_plan(text)
+    else:
+        return text
+    return ask_covered_questions(plan, task, profiles) if settings.ask_covered_questions else plan
