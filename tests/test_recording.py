@@ -413,3 +413,40 @@ def test_replay_has_no_right_outcome_for_a_question_the_step_did_not_ask(
     assert "leaves out" in (lone.error or "") and missing_numbers(first.instruction, second)[0] in (
         lone.error or ""
     )
+
+
+def test_a_combining_step_a_part_never_reached_has_that_part_wrong_not_another_executors(
+    tmp_path: Path,
+) -> None:
+    """A combining step that depends on some parts only was recorded with every part's right
+    result. Replayed, the parts it was given stay as delivered and the others are `?`; it is not
+    served another executor's wrong combination, whose other parts were combined right."""
+    from easy_core.executors.replay import UNDELIVERED, ReplayExecutor
+    from easy_core.world.suites.compound_math import SEPARATOR, CompoundMathSuite
+
+    suite = CompoundMathSuite()
+    task = next(iter(suite.tasks("test", 1, 0)))
+    *parts, combine = task.subtasks
+    golds = [sub.gold for sub in parts]
+    assert len(set(golds)) == len(golds)  # each part's answer can be told apart in the line
+    rows = [recorded_row(task, "big", sub.id, f"Answer: {sub.gold}", True) for sub in parts]
+    rows.append(recorded_row(task, "big", combine.id, f"Answer: {task.answer}", True))
+    almost = SEPARATOR.join([*golds[:-1], "0"])
+    rows.append(recorded_row(task, "small", combine.id, f"Answer: {almost}", False))
+    (tmp_path / "shard-00000.jsonl").write_text("\n".join(rows) + "\n")
+    pool, _ = live_pool()
+    big = ReplayExecutor(replayed(pool.config, tmp_path).executors[0])
+
+    first = StepResult(
+        step_id="s1", executor="big", status="ok", output=f"Answer: {golds[0]}",
+        covers=[parts[0].id],
+    )  # fmt: skip
+    combined = big.simulate(
+        StepRequest(
+            step_id="s9", instruction=combine.instruction, task=task, covers=(combine.id,),
+            inputs=(first,),
+        )
+    )  # fmt: skip
+    expected = SEPARATOR.join([golds[0], *[UNDELIVERED] * (len(parts) - 1)])
+    assert (combined.status, combined.output) == ("ok", f"Answer: {expected}")
+    assert suite.score(task, combined.output)["parts"] == 1 / len(parts)  # the one it was given

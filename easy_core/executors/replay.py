@@ -11,7 +11,10 @@ a compound task's combining step would be right whatever its parts said. Such a 
 as it is in the simulated world, and its output says so the way a live one would:
   1. a row that was wrong with right inputs stays as recorded;
   2. otherwise the gold answers of the prerequisites that went wrong are replaced in its text by
-     the answers delivered (a step that carries its inputs forward, as a combiner does);
+     the answers delivered (a step that carries its inputs forward, as a combiner does), and
+     those of prerequisites that no input delivered at all, where the subtask's gold carries
+     them, by `?` (a combining step that does not depend on every part has no result for the
+     others; rule 3 would hand it another executor's combination of right parts);
   3. where they do not appear, another executor's wrong output on the subtask is served;
   4. where no executor got it wrong, the row stands: the one case replay cannot make wrong;
      except a row any answer would have passed (`informative` false: a spare move recorded
@@ -75,6 +78,8 @@ def read_record_file(path: str | Path) -> list[OutcomeRecord]:
     with open(path, encoding="utf-8") as handle:
         return [OutcomeRecord.model_validate_json(line) for line in handle if line.strip()]
 
+
+UNDELIVERED = "?"  # what a combining step writes for a part whose result never reached it
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")  # not the 1 of an id such as m1 or r1
 
@@ -219,11 +224,14 @@ class ReplayExecutor:
                 for result in request.inputs
                 for sub_id in result.covers
             }
-            text = row.output
+            text, carried = row.output, task.subtask(row.subtask_id).gold
             for prereq in wrong:
-                gold, answer = task.subtask(prereq).gold, delivered.get(prereq)
+                gold = task.subtask(prereq).gold
+                pattern = rf"(?<![\w.]){re.escape(gold)}(?![\w.])"
+                answer = delivered.get(prereq)
+                if prereq not in delivered and re.search(pattern, carried):
+                    answer = UNDELIVERED  # a result its answer carries never reached it
                 if gold and answer is not None:
-                    pattern = rf"(?<![\w.]){re.escape(gold)}(?![\w.])"
                     text = re.sub(pattern, lambda _, given=answer: given, text)
             if text != row.output:
                 return text
