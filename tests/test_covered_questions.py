@@ -9,23 +9,9 @@ from easy_core.core.params import Params
 from easy_core.core.schemas import Plan, Step
 from easy_core.executors.pool import ExecutorPool
 from easy_core.plans.prompting import plan_text
-from easy_core.policies.llm import record_answer
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.suites.compound_math import COMBINE, CompoundMathSuite
-from tests.helpers import ScriptedExecutor
-
-
-class _Answers:
-    """An orchestrator that writes the given texts, one per turn, through the LLM policy's own
-    answer handling (`record_answer`)."""
-
-    name = "easy"
-
-    def __init__(self, texts: list[str]):
-        self.texts = texts
-
-    async def act(self, state):  # noqa: ANN001, ANN201
-        return record_answer(state, self.texts[len(state.milestones)], 10)
+from tests.helpers import ScriptedExecutor, WrittenAnswers
 
 
 def _asked(params: Params, ask: bool) -> tuple[dict[str, str], dict[str, str], list[str]]:
@@ -57,7 +43,7 @@ def _asked(params: Params, ask: bool) -> tuple[dict[str, str], dict[str, str], l
     answer = Plan(milestone="answer", final_answer="{s4}")
     settings = params.orchestrator.model_copy(update={"ask_covered_questions": ask})
     runner = EpisodeRunner(pool, params.model_copy(update={"orchestrator": settings}), suite.check)
-    asyncio.run(runner.run(task, _Answers([plan_text(plan), plan_text(answer)])))
+    asyncio.run(runner.run(task, WrittenAnswers([plan_text(plan), plan_text(answer)])))
     questions = [first.instruction, second.instruction, COMBINE]
     return (
         {c.step_id: c.instruction for c in model.calls},

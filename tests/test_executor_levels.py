@@ -29,6 +29,7 @@ from easy_core.policies.llm import record_answer
 from easy_core.runtime.episode import EpisodeRunner
 from easy_core.world.suites.sim import SimSuite
 from tests.conftest import SIM_DEFAULT
+from tests.helpers import WrittenAnswers
 
 SIM_UNSEEN = str(Path(SIM_DEFAULT).with_name("sim-unseen.yaml"))
 
@@ -36,19 +37,6 @@ SIM_UNSEEN = str(Path(SIM_DEFAULT).with_name("sim-unseen.yaml"))
 def _levels(params: Params) -> Params:
     on = params.orchestrator.model_copy(update={"executor_levels": True})
     return params.model_copy(update={"orchestrator": on})
-
-
-class _Answers:
-    """An orchestrator that writes the given texts, one per turn, through the LLM policy's own
-    answer handling (`record_answer`)."""
-
-    name = "easy"
-
-    def __init__(self, texts: list[str]):
-        self.texts = texts
-
-    async def act(self, state):  # noqa: ANN001, ANN201
-        return record_answer(state, self.texts[len(state.milestones)], 10)
 
 
 def _first_plans(params: Params, pool_path: str, n: int, split: str = "validation", seed: int = 3):
@@ -74,7 +62,7 @@ def test_greedys_choices_are_levels_that_select_them_again(params: Params) -> No
         assert all(step.executor in LEVELS for step in levelled.steps)
         runner = EpisodeRunner(pool, _levels(params), SimSuite.check)
         cursor = runner.start(task, 0, DiscreteEventClock())
-        run_synchronously(cursor.turn(_Answers([plan_text(levelled)])))
+        run_synchronously(cursor.turn(WrittenAnswers([plan_text(levelled)])))
         played = cursor.trajectory("easy").milestones[0].plan
         assert [s.executor for s in played.steps] == [s.executor for s in plan.steps]
     assert len(written) > 1
@@ -123,7 +111,7 @@ def test_a_level_means_the_same_on_every_pool(params: Params) -> None:
             steps = [s.model_copy(update={"executor": level}) for s in plan.steps]
             cursor = runner.start(task, 0, DiscreteEventClock())
             text = plan_text(plan.model_copy(update={"steps": steps}))
-            run_synchronously(cursor.turn(_Answers([text])))
+            run_synchronously(cursor.turn(WrittenAnswers([text])))
             played = cursor.trajectory("easy").milestones[0].plan
             for step in played.steps:
                 sub = task.subtask(step.covers[0])
@@ -136,7 +124,7 @@ def test_a_name_where_a_level_belongs_is_a_typed_error_the_model_can_repair(
     pool, tasks, plans = _first_plans(params, SIM_DEFAULT, 1)
     runner = EpisodeRunner(pool, _levels(params), SimSuite.check)
     cursor = runner.start(tasks[0], 0, DiscreteEventClock())
-    assert run_synchronously(cursor.turn(_Answers([plan_text(plans[0])])))
+    assert run_synchronously(cursor.turn(WrittenAnswers([plan_text(plans[0])])))
     assert "is not a level" in (cursor.state.repair_error or "")
     with pytest.raises(UnknownExecutorError, match="orchestrator.executor_levels"):
         record_answer(cursor.state, plan_text(plans[0]), 10)
