@@ -227,11 +227,13 @@ class ReplayExecutor:
             text, carried = row.output, task.subtask(row.subtask_id).gold
             for prereq in wrong:
                 gold = task.subtask(prereq).gold
+                if not gold:
+                    continue
                 pattern = rf"(?<![\w.]){re.escape(gold)}(?![\w.])"
                 answer = delivered.get(prereq)
                 if prereq not in delivered and re.search(pattern, carried):
                     answer = UNDELIVERED  # a result its answer carries never reached it
-                if gold and answer is not None:
+                if answer is not None:
                     text = re.sub(pattern, lambda _, given=answer: given, text)
             if text != row.output:
                 return text

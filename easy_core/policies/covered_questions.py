@@ -4,9 +4,11 @@ A task with declared subtasks (a compound question's parts, a research chain's h
 holds each subtask's question, written by the suite or by the person who asked. An LLM
 orchestrator that copies it into a step can lose it: the trained 135M checkpoint wrote one
 part's problem into several steps, so its executors answered questions nobody asked. With
-`orchestrator.ask_covered_questions` the runtime takes a covered subtask's question from the
-task instead of from the orchestrator's copy, and the orchestrator decides what the plan is for:
-which subtasks become steps, on which executor, after which others.
+`orchestrator.ask_covered_questions` the `easy` policy's answer handling (`llm.record_answer`)
+takes a covered subtask's question from the task instead of from the orchestrator's copy, and
+the orchestrator decides what the plan is for: which subtasks become steps, on which executor,
+after which others. It is not the runtime's: other policies write instructions a subtask's
+question is not (`program` asks a model for a program).
 
 Left as written: steps on tools (their instruction is a program, a query or a game command the
 orchestrator composes), steps that cover several subtasks or none (their instruction says how
